@@ -1,0 +1,431 @@
+#include "barrier.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+namespace tfb {
+
+using proto::verdict;
+
+std::string barrier_set::describe(const member& m) {
+  std::string who = m.rank ? fmt::format("rank {}", *m.rank) : std::string("a participant without rank");
+  return fmt::format("{} ({} pid {})", who, m.host, m.pid);
+}
+
+std::string barrier_set::label(const barrier& b, std::uint64_t gen) {
+  if (b.scope == "default") return fmt::format("{}#{}", b.name, gen);
+  return fmt::format("{}/{}#{}", b.scope, b.name, gen);
+}
+
+barrier_set::barrier& barrier_set::get(const std::string& scope, const std::string& name, millis now) {
+  auto [it, inserted] = barriers_.try_emplace(key{scope, name});
+  barrier& b = it->second;
+  if (inserted) {
+    b.scope = scope;
+    b.name = name;
+    b.open.opened = now;
+  }
+  b.last_activity = now;
+  return b;
+}
+
+barrier_set::round* barrier_set::find_round(barrier& b, std::uint64_t gen) {
+  if (b.open.gen == gen) return &b.open;
+  auto it = b.gathered.find(gen);
+  return it == b.gathered.end() ? nullptr : &it->second;
+}
+
+bool barrier_set::check_join(barrier& b, conn_id c, const std::optional<std::uint32_t>& n,
+                             const std::optional<std::uint32_t>& rank, bool chief, const peer_info& p,
+                             output& out) {
+  round& r = b.open;
+  auto conflict = [&](std::string text) {
+    out.log.push_back(fmt::format("conflict {}: {} pid {}: {}", label(b, r.gen), p.host, p.pid, text));
+    out.sends.push_back({c, proto::error_reply{proto::error_kind::conflict, std::move(text)}});
+    return false;
+  };
+  if (n && r.n && *n != *r.n)
+    return conflict(fmt::format("barrier {} round {} has n={} (set by {}); you asked for n={}", b.name, r.gen,
+                                *r.n, r.n_by, *n));
+  if (!n && !r.n) {
+    out.sends.push_back({c, proto::error_reply{proto::error_kind::needn,
+                                               fmt::format("barrier {} has nobody waiting, so its size is unknown; "
+                                                           "give --n N (or set TFBARRIER_N)",
+                                                           b.name)}});
+    return false;
+  }
+  std::uint32_t size = n ? *n : *r.n;
+  if (rank && *rank >= size)
+    return conflict(fmt::format("rank {} is beyond barrier {} round {}'s n={} (ranks are 0 to {})", *rank, b.name,
+                                r.gen, size, size - 1));
+  if (rank) {
+    auto it = r.by_rank.find(*rank);
+    if (it != r.by_rank.end()) {
+      const member& holder = r.members.at(it->second);
+      return conflict(fmt::format("rank {} of barrier {} round {} is already held by {} pid {}", *rank, b.name,
+                                  r.gen, holder.host, holder.pid));
+    }
+  }
+  if (chief && r.chief) {
+    const member& holder = r.members.at(*r.chief);
+    return conflict(fmt::format("barrier {} round {} already has a chief: {}", b.name, r.gen, describe(holder)));
+  }
+  return true;
+}
+
+void barrier_set::add_member(barrier& b, conn_id c, member m, millis now) {
+  round& r = b.open;
+  if (r.members.empty()) r.opened = now;
+  m.since = now;
+  if (m.rank) r.by_rank.emplace(*m.rank, c);
+  if (m.chief) r.chief = c;
+  r.members.emplace(c, std::move(m));
+  where_[c] = location{&barriers_.find(key{b.scope, b.name})->first, r.gen, true};
+}
+
+void barrier_set::arrive(conn_id c, const proto::arrive& a, const peer_info& p, millis now, output& out) {
+  barrier& b = get(a.scope, a.name, now);
+  round& r = b.open;
+  if (b.aborted) {
+    out.sends.push_back({c, proto::aborted{b.name, b.aborted_gen, std::nullopt, b.abort_reason}});
+    return;
+  }
+  if (!check_join(b, c, a.n, a.rank, a.chief, p, out)) return;
+  if (!r.n) {
+    r.n = a.n;
+    r.n_by = a.rank ? fmt::format("rank {} on {} pid {}", *a.rank, p.host, p.pid)
+                    : fmt::format("{} pid {}", p.host, p.pid);
+  }
+  member m;
+  m.rank = a.rank;
+  m.host = p.host;
+  m.pid = p.pid;
+  m.id = a.id;
+  m.chief = a.chief;
+  std::string who = describe(m);
+  add_member(b, c, std::move(m), now);
+  auto count = static_cast<std::uint32_t>(r.members.size());
+  out.log.push_back(fmt::format("arrive {}: {}{}, {}/{}", label(b, r.gen), who, a.chief ? " as chief" : "", count, *r.n));
+  out.sends.push_back({c, proto::waiting{b.name, r.gen, count, r.n}});
+  if (count == *r.n) complete(b, now, out);
+}
+
+// All n are present in b.open: release it, or hand it to the chief.
+void barrier_set::complete(barrier& b, millis now, output& out) {
+  round& r = b.open;
+  std::uint64_t next = r.gen + 1;
+  if (r.v == verdict::none && r.chief) {
+    r.gathered = true;
+    member& chief = r.members.at(*r.chief);
+    out.log.push_back(fmt::format("gathered {}: all {} present; waiting for the chief's verdict ({})", label(b, r.gen),
+                                  *r.n, describe(chief)));
+    out.sends.push_back({*r.chief, proto::all_here{b.name, r.gen, *r.n, *r.n}});
+    where_.erase(*r.chief);  // the chief's wait ends here; its arrival stands
+    chief.connected = false;
+    b.gathered.emplace(r.gen, std::move(r));
+  } else {
+    if (r.v == verdict::none) r.v = verdict::continue_;
+    release(b, r, out);
+  }
+  b.open = round{};
+  b.open.gen = next;
+  b.open.opened = now;
+}
+
+void barrier_set::release(barrier& b, round& r, output& out) {
+  std::uint32_t delivered = 0;
+  std::vector<conn_id> want_count;
+  for (auto& [c, m] : r.members) {
+    if (!m.connected) continue;
+    where_.erase(c);
+    if (m.wants_release) {
+      want_count.push_back(c);
+      continue;
+    }
+    if (m.chief && !m.durable) {
+      // A chief that arrived with `wait --chief` is told all are here, as it asked.
+      out.sends.push_back({c, proto::all_here{b.name, r.gen, *r.n, *r.n}});
+    } else {
+      out.sends.push_back({c, proto::release{b.name, r.gen, r.v, std::nullopt, r.message}});
+    }
+    ++delivered;
+  }
+  for (conn_id c : r.deciders) where_.erase(c);
+  want_count.insert(want_count.end(), r.deciders.begin(), r.deciders.end());
+  for (conn_id c : want_count) out.sends.push_back({c, proto::release{b.name, r.gen, r.v, delivered, r.message}});
+  out.log.push_back(fmt::format("release {}: {} participants, verdict {}{}{}", label(b, r.gen), *r.n,
+                                proto::to_string(r.v), r.message.empty() ? "" : ": ", r.message));
+}
+
+void barrier_set::deliver_verdict(barrier& b, round& r, verdict v, const std::string& message,
+                                  const std::string& by, conn_id decider, bool wait, millis, output& out) {
+  r.v = v;
+  r.message = message;
+  r.verdict_by = by;
+  auto arrived = static_cast<std::uint32_t>(r.members.size());
+  out.log.push_back(fmt::format("verdict {}: {} from {}{}{}", label(b, r.gen), proto::to_string(v), by,
+                                message.empty() ? "" : ": ", message));
+  out.sends.push_back({decider, proto::decided{b.name, r.gen, v, arrived, r.n}});
+  if (wait) {
+    r.deciders.push_back(decider);
+    where_[decider] = location{&barriers_.find(key{b.scope, b.name})->first, r.gen, false};
+  }
+}
+
+void barrier_set::decide(conn_id c, const proto::decide& d, const peer_info& p, millis now, output& out) {
+  auto error = [&](proto::error_kind k, std::string text) {
+    out.sends.push_back({c, proto::error_reply{k, std::move(text)}});
+  };
+  std::string by = fmt::format("{} pid {}", p.host, p.pid);
+  barrier* bp = nullptr;
+  if (d.name.empty()) {
+    // Pick the one round of this scope that awaits a verdict, else the one open round.
+    std::vector<barrier*> awaiting, open;
+    for (auto& [k, b] : barriers_) {
+      if (k.first != d.scope || b.aborted) continue;
+      bool awaits = std::any_of(b.gathered.begin(), b.gathered.end(),
+                                [](const auto& g) { return g.second.v == verdict::none; });
+      if (awaits || (b.open.chief && b.open.v == verdict::none)) awaiting.push_back(&b);
+      else if (!b.open.members.empty() && b.open.v == verdict::none) open.push_back(&b);
+    }
+    auto& pick = awaiting.empty() ? open : awaiting;
+    if (pick.size() != 1) {
+      std::string names;
+      for (barrier* b : pick) names += (names.empty() ? "" : ", ") + b->name;
+      if (pick.empty())
+        error(proto::error_kind::ambiguous,
+              fmt::format("no barrier of scope {} awaits a verdict; give --name NAME", d.scope));
+      else
+        error(proto::error_kind::ambiguous,
+              fmt::format("{} barriers of scope {} await a verdict ({}); give --name NAME", pick.size(), d.scope,
+                          names));
+      return;
+    }
+    bp = pick.front();
+    bp->last_activity = now;
+  } else {
+    bp = &get(d.scope, d.name, now);
+  }
+  barrier& b = *bp;
+  if (b.aborted) {
+    error(proto::error_kind::aborted,
+          fmt::format("barrier {} was aborted{}{}", b.name, b.abort_reason.empty() ? "" : ": ", b.abort_reason));
+    return;
+  }
+  // A gathered round (chief told ALLHERE) takes the verdict and releases.
+  for (auto it = b.gathered.begin(); it != b.gathered.end(); ++it) {
+    round& r = it->second;
+    if (r.v != verdict::none) continue;
+    deliver_verdict(b, r, d.v, d.message, by, c, d.wait, now, out);
+    if (!d.wait) {
+      // Nobody to count deliveries for; still release now.
+    }
+    release(b, r, out);
+    b.gathered.erase(it);
+    return;
+  }
+  round& r = b.open;
+  if (r.v != verdict::none) {
+    if (r.v != d.v || r.message != d.message)
+      error(proto::error_kind::conflict,
+            fmt::format("barrier {} round {} already has the verdict {} (from {}); you sent {}", b.name, r.gen,
+                        proto::to_string(r.v), r.verdict_by, proto::to_string(d.v)));
+    else {
+      // The same verdict again (a retry): acknowledge it.
+      out.sends.push_back(
+          {c, proto::decided{b.name, r.gen, r.v, static_cast<std::uint32_t>(r.members.size()), r.n}});
+      if (d.wait) {
+        r.deciders.push_back(c);
+        where_[c] = location{&barriers_.find(key{b.scope, b.name})->first, r.gen, false};
+      }
+    }
+    return;
+  }
+  if (r.chief) {
+    // The chief waits (wait --chief); this verdict is given in advance.
+    if (d.n && r.n && *d.n != *r.n) {
+      error(proto::error_kind::conflict, fmt::format("barrier {} round {} has n={} (set by {}); you asked for n={}",
+                                                     b.name, r.gen, *r.n, r.n_by, *d.n));
+      return;
+    }
+    deliver_verdict(b, r, d.v, d.message, by, c, d.wait, now, out);
+    return;
+  }
+  // No chief yet: this DECIDE is the chief's arrival, with its verdict.
+  if (!check_join(b, c, d.n, d.rank, true, p, out)) return;
+  if (!r.n) {
+    r.n = d.n;
+    r.n_by = fmt::format("the chief on {} pid {}", p.host, p.pid);
+  }
+  member m;
+  m.rank = d.rank;
+  m.host = p.host;
+  m.pid = p.pid;
+  m.id = d.id;
+  m.chief = true;
+  m.durable = true;
+  m.wants_release = d.wait;
+  m.connected = d.wait;
+  std::string who = describe(m);
+  add_member(b, c, std::move(m), now);
+  if (!d.wait) where_.erase(c);
+  r.v = d.v;
+  r.message = d.message;
+  r.verdict_by = by;
+  auto count = static_cast<std::uint32_t>(r.members.size());
+  out.log.push_back(fmt::format("arrive {}: {} as chief with verdict {}, {}/{}", label(b, r.gen), who,
+                                proto::to_string(d.v), count, *r.n));
+  out.sends.push_back({c, proto::decided{b.name, r.gen, d.v, count, r.n}});
+  if (count == *r.n) complete(b, now, out);
+}
+
+void barrier_set::abort(conn_id c, const proto::abort_req& a, millis now, output& out) {
+  barrier& b = get(a.scope, a.name, now);
+  std::uint32_t notified = 0;
+  auto notify = [&](round& r) {
+    for (auto& [mc, m] : r.members) {
+      if (!m.connected) continue;
+      where_.erase(mc);
+      out.sends.push_back({mc, proto::aborted{b.name, r.gen, std::nullopt, a.reason}});
+      ++notified;
+    }
+    for (conn_id dc : r.deciders) {
+      where_.erase(dc);
+      out.sends.push_back({dc, proto::aborted{b.name, r.gen, std::nullopt, a.reason}});
+    }
+  };
+  for (auto& [g, r] : b.gathered) notify(r);
+  notify(b.open);
+  if (!b.aborted) {
+    b.aborted = true;
+    b.aborted_gen = b.gathered.empty() ? b.open.gen : b.gathered.begin()->first;
+    b.abort_reason = a.reason;
+  }
+  b.gathered.clear();
+  std::uint64_t gen = b.open.gen;
+  b.open = round{};
+  b.open.gen = gen;
+  out.log.push_back(fmt::format("abort {}: {} participants told{}{}", label(b, b.aborted_gen), notified,
+                                a.reason.empty() ? "" : ": ", a.reason));
+  out.sends.push_back({c, proto::aborted{b.name, b.aborted_gen, notified, b.abort_reason}});
+}
+
+void barrier_set::leave(conn_id c, bool explicit_leave, millis now, output& out) {
+  auto it = where_.find(c);
+  if (it == where_.end()) {
+    if (explicit_leave) out.sends.push_back({c, proto::left{"", 0}});
+    return;
+  }
+  location loc = it->second;
+  where_.erase(it);
+  barrier& b = barriers_.at(*loc.k);
+  b.last_activity = now;
+  round* r = find_round(b, loc.gen);
+  if (explicit_leave) out.sends.push_back({c, proto::left{b.name, loc.gen}});
+  if (!r) return;
+  if (!loc.member) {
+    std::erase(r->deciders, c);
+    return;
+  }
+  auto mit = r->members.find(c);
+  if (mit == r->members.end()) return;
+  member& m = mit->second;
+  if (r->gathered || m.durable) {
+    // Counted for good: all were present, or the verdict was acknowledged.
+    m.connected = false;
+    return;
+  }
+  out.log.push_back(fmt::format("leave {}: {} withdrew ({}), {}/{}", label(b, r->gen), describe(m),
+                                explicit_leave ? "left" : "disconnected", r->members.size() - 1,
+                                r->n ? std::to_string(*r->n) : "?"));
+  if (m.rank) r->by_rank.erase(*m.rank);
+  if (r->chief == c) r->chief.reset();
+  r->members.erase(mit);
+  if (r->members.empty() && r->v == verdict::none) {
+    // An empty round forgets its size: the next arrival fixes it anew.
+    r->n.reset();
+    r->n_by.clear();
+  }
+}
+
+void barrier_set::shutdown(std::string_view text, output& out) {
+  for (auto& [c, loc] : where_) out.sends.push_back({c, proto::shutdown{std::string(text)}});
+  where_.clear();
+}
+
+proto::status_reply barrier_set::status(const proto::status_req& s, millis now) const {
+  proto::status_reply out;
+  auto describe_round = [&](const barrier& b, const round& r, const char* state) {
+    proto::barrier_info info;
+    info.scope = b.scope;
+    info.name = b.name;
+    info.gen = r.gen;
+    info.state = state;
+    info.n = r.n;
+    info.arrived = static_cast<std::uint32_t>(r.members.size());
+    info.chief = r.chief.has_value();
+    info.v = r.v;
+    info.age_ms = now - r.opened;
+    bool all_ranked = true;
+    std::vector<std::uint32_t> ranks;
+    for (const auto& [c, m] : r.members) {
+      if (m.rank)
+        ranks.push_back(*m.rank);
+      else
+        all_ranked = false;
+      if (s.detail && info.members.size() < proto::max_member_lines)
+        info.members.push_back({m.rank, m.host, m.pid, m.chief, now - m.since});
+    }
+    std::sort(info.members.begin(), info.members.end(), [](const auto& x, const auto& y) {
+      return x.rank.value_or(UINT32_MAX) < y.rank.value_or(UINT32_MAX);
+    });
+    if (r.n && all_ranked) {
+      std::sort(ranks.begin(), ranks.end());
+      std::vector<std::uint32_t> missing;
+      std::size_t j = 0;
+      for (std::uint32_t i = 0; i < *r.n; ++i) {
+        if (j < ranks.size() && ranks[j] == i)
+          ++j;
+        else
+          missing.push_back(i);
+      }
+      info.missing = proto::format_ranges(missing, proto::max_missing_ranges);
+    }
+    out.barriers.push_back(std::move(info));
+  };
+  for (const auto& [k, b] : barriers_) {
+    if (s.scope != "*" && k.first != s.scope) continue;
+    if (!s.name.empty() && k.second != s.name) continue;
+    if (b.aborted) {
+      proto::barrier_info info;
+      info.scope = b.scope;
+      info.name = b.name;
+      info.gen = b.aborted_gen;
+      info.state = "aborted";
+      info.reason = b.abort_reason;
+      info.age_ms = now - b.last_activity;
+      out.barriers.push_back(std::move(info));
+      continue;
+    }
+    for (const auto& [g, r] : b.gathered) describe_round(b, r, "gathered");
+    if (!b.open.members.empty() || !s.name.empty()) describe_round(b, b.open, "open");
+  }
+  return out;
+}
+
+std::size_t barrier_set::prune(millis now, millis max_idle) {
+  std::size_t removed = 0;
+  for (auto it = barriers_.begin(); it != barriers_.end();) {
+    const barrier& b = it->second;
+    bool busy = !b.open.members.empty() || !b.gathered.empty();
+    if (!busy && now - b.last_activity > max_idle) {
+      it = barriers_.erase(it);
+      ++removed;
+    } else {
+      ++it;
+    }
+  }
+  return removed;
+}
+
+}  // namespace tfb

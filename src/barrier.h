@@ -1,0 +1,116 @@
+#pragma once
+// The barrier rules: a pure state machine. No sockets, no clocks: the caller
+// passes connection ids and the time, and gets back what to send to whom.
+// Every rule here is in docs/protocol.md and tested in tests/unit/barrier_test.cpp.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "protocol.h"
+
+namespace tfb {
+
+using conn_id = std::uint64_t;
+using millis = std::int64_t;  ///< a monotonic time in milliseconds, from the caller
+
+/// Who is behind a connection (from its HELLO).
+struct peer_info {
+  std::string host;
+  std::uint32_t pid = 0;
+};
+
+/// One message for one connection.
+struct effect {
+  conn_id to;
+  proto::reply msg;
+};
+
+/// What one step of the state machine produced.
+struct output {
+  std::vector<effect> sends;
+  std::vector<std::string> log;  ///< one event per line, for the host's log
+};
+
+class barrier_set {
+ public:
+  /// ARRIVE on connection c. Replies WAITING, then possibly releases the round.
+  void arrive(conn_id c, const proto::arrive& a, const peer_info& p, millis now, output& out);
+  /// DECIDE on connection c (see docs/protocol.md for the rules).
+  void decide(conn_id c, const proto::decide& d, const peer_info& p, millis now, output& out);
+  /// ABORT: every participant of the current round gets ABORTED.
+  void abort(conn_id c, const proto::abort_req& a, millis now, output& out);
+  /// LEAVE (explicit == true, replies LEFT) or a closed connection.
+  void leave(conn_id c, bool explicit_leave, millis now, output& out);
+  /// Tells everyone waiting that the host shuts down; forgets them.
+  void shutdown(std::string_view text, output& out);
+
+  proto::status_reply status(const proto::status_req& s, millis now) const;
+
+  /// True while any participant or decider is waiting anywhere.
+  bool active() const { return !where_.empty(); }
+  /// Forgets barriers with nobody waiting whose last activity is older than max_idle.
+  std::size_t prune(millis now, millis max_idle);
+  std::size_t barrier_count() const { return barriers_.size(); }
+
+ private:
+  struct member {
+    std::optional<std::uint32_t> rank;
+    std::string host;
+    std::uint32_t pid = 0;
+    std::string id;
+    bool chief = false;
+    bool durable = false;    ///< a DECIDE that was acknowledged: stays when its connection closes
+    bool connected = true;
+    bool wants_release = false;  ///< a one-step DECIDE with wait=1: gets RELEASE delivered=K
+    millis since = 0;
+  };
+  struct round {
+    std::uint64_t gen = 1;
+    std::optional<std::uint32_t> n;
+    std::string n_by;  ///< who fixed n, for conflict messages
+    std::unordered_map<conn_id, member> members;
+    std::unordered_map<std::uint32_t, conn_id> by_rank;
+    std::optional<conn_id> chief;
+    proto::verdict v = proto::verdict::none;
+    std::string message;
+    std::string verdict_by;
+    std::vector<conn_id> deciders;  ///< DECIDE wait=1 connections that are not members
+    millis opened = 0;
+    bool gathered = false;
+  };
+  using key = std::pair<std::string, std::string>;  // scope, name
+  struct barrier {
+    std::string scope, name;
+    round open;
+    std::map<std::uint64_t, round> gathered;  ///< all present, waiting for the verdict
+    bool aborted = false;
+    std::uint64_t aborted_gen = 0;
+    std::string abort_reason;
+    millis last_activity = 0;
+  };
+  struct location {
+    const key* k;
+    std::uint64_t gen;
+    bool member;  ///< false: a decider only
+  };
+
+  barrier& get(const std::string& scope, const std::string& name, millis now);
+  round* find_round(barrier& b, std::uint64_t gen);
+  void complete(barrier& b, millis now, output& out);
+  void release(barrier& b, round& r, output& out);
+  void deliver_verdict(barrier& b, round& r, proto::verdict v, const std::string& message,
+                       const std::string& by, conn_id decider, bool wait, millis now, output& out);
+  bool check_join(barrier& b, conn_id c, const std::optional<std::uint32_t>& n,
+                  const std::optional<std::uint32_t>& rank, bool chief, const peer_info& p, output& out);
+  void add_member(barrier& b, conn_id c, member m, millis now);
+  static std::string describe(const member& m);
+  static std::string label(const barrier& b, std::uint64_t gen);
+
+  std::map<key, barrier> barriers_;
+  std::unordered_map<conn_id, location> where_;
+};
+
+}  // namespace tfb

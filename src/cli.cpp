@@ -1,0 +1,241 @@
+// The command line: CLI11 lives in this file only (it is heavy to compile).
+// Parse into the options structs of commands.h, then dispatch.
+#include "cli.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "exit_codes.h"
+#include "protocol.h"
+#include "version.h"
+
+namespace tfb {
+namespace {
+
+std::string exit_code_help() {
+  std::string s = "\nExit codes:\n";
+  for (const auto& row : exit_code_table) s += fmt::format("  {:>3}  {}\n", row.code, row.meaning);
+  return s;
+}
+
+// Durations are parsed after CLI11 so that the error names the option.
+struct duration_arg {
+  std::string text;
+  const char* option;
+  std::optional<duration>* target;
+};
+
+CLI::Validator name_validator() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        if (proto::valid_name(s)) return {};
+        return fmt::format("'{}' is not a barrier name: use 1-128 of A-Z a-z 0-9 . _ : -", s);
+      },
+      "NAME");
+}
+
+CLI::Validator duration_validator() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        if (parse_duration(s)) return {};
+        return fmt::format("'{}' is not a duration: use a number with a unit, like 500ms, 90s, 10m, 1h", s);
+      },
+      "DUR");
+}
+
+void add_common(CLI::App* sub, common_options& c, std::string& connect_timeout) {
+  sub->add_option("--addr", c.addr, "Host address HOST:PORT (env TFBARRIER_ADDR; default: from the launcher, else 127.0.0.1:7727)");
+  sub->add_option("--scope", c.scope, "Barrier namespace (env TFBARRIER_SCOPE; default: the Slurm job and attempt, else 'default')")
+      ->check(name_validator());
+  sub->add_option("--connect-timeout", connect_timeout, "Give up connecting after DUR (default 60s)")
+      ->envname("TFBARRIER_CONNECT_TIMEOUT")
+      ->check(duration_validator());
+  sub->add_flag("-q,--quiet", c.quiet, "No progress or notes on stderr; errors still go there");
+}
+
+void set_duration(const std::string& text, duration& target) {
+  if (!text.empty()) target = *parse_duration(text);
+}
+void set_duration(const std::string& text, std::optional<duration>& target) {
+  if (!text.empty()) target = *parse_duration(text);
+}
+
+}  // namespace
+
+int run_cli(int argc, char** argv) {
+  CLI::App app{"tfbarrier: a named, reusable barrier for cluster job scripts.\n"
+               "After each epoch every worker waits at a barrier; the chief (rank 0) decides\n"
+               "whether the job goes on (exit 0) or stops (exit 1).",
+               "tfbarrier"};
+  app.set_version_flag("--version", fmt::format("tfbarrier {} (protocol {})", tfb::version, protocol_version));
+  app.require_subcommand(1);
+  app.footer(
+      "\nExamples:\n"
+      "  eval \"$(tfbarrier serve --daemon)\"           # start a host, export TFBARRIER_ADDR\n"
+      "  tfbarrier wait --name epoch3 --n 6 --rank 2   # a worker: block until all 6 arrive\n"
+      "  tfbarrier wait --name epoch3 --n 6 --chief    # the chief: return when all are here\n"
+      "  tfbarrier decide stop --message 'converged'   # the chief's verdict: everyone exits 1\n"
+      "  tfbarrier status                              # what the host holds\n"
+      "Run 'tfbarrier COMMAND --help' for one command. See tfbarrier(1)." +
+      exit_code_help());
+
+  // serve
+  serve_options serve;
+  std::string idle_exit, forget_after;
+  bool self_started = false;
+  auto* s = app.add_subcommand("serve", "Run the rendezvous host");
+  s->add_option("--listen", serve.listen,
+                "Listen on HOST:PORT, :PORT (all interfaces) or [IPv6]:PORT; port 0 picks a free port "
+                "(default: the resolved host address, else 127.0.0.1:7727)")
+      ->envname("TFBARRIER_LISTEN");
+  s->add_flag("--daemon", serve.daemon, "Detach and print shell assignments of TFBARRIER_ADDR and TFBARRIER_PID");
+  s->add_option("--log", serve.log_file, "With --daemon: append the log to FILE (default $TMPDIR/tfbarrier-serve-UID.log)");
+  s->add_option("--idle-exit", idle_exit, "Exit after no barrier has been active for DUR")->check(duration_validator());
+  s->add_option("--forget-after", forget_after, "Forget idle barriers and aborts after DUR (default 1h)")
+      ->check(duration_validator());
+  s->add_flag("-q,--quiet", serve.quiet, "Log only warnings, not every arrival and release");
+  s->add_flag("--self-started", self_started, "(internal) started by a participant")->group("");
+  s->footer(
+      "\nExamples:\n"
+      "  tfbarrier serve --listen 127.0.0.1:0          # prints TFBARRIER_ADDR=127.0.0.1:PORT\n"
+      "  eval \"$(tfbarrier serve --daemon --idle-exit 1h)\"; ...; kill $TFBARRIER_PID\n" +
+      exit_code_help());
+
+  // wait
+  wait_cmd_options wait;
+  std::string wait_timeout, wait_progress, wait_connect;
+  auto* w = app.add_subcommand("wait", "Arrive at a barrier and block until it releases");
+  w->add_option("--name", wait.name, "Barrier name (1-128 of A-Z a-z 0-9 . _ : -)")
+      ->required()
+      ->envname("TFBARRIER_NAME")
+      ->check(name_validator());
+  w->add_option("--n", wait.n, "Participants in the round (default: from the launcher)")
+      ->check(CLI::Range(1u, proto::max_n));
+  w->add_option("--rank", wait.rank, "This participant's rank, 0 to n-1 (default: from the launcher)")
+      ->check(CLI::Range(0u, proto::max_n - 1));
+  w->add_flag("--chief", wait.chief, "Arrive as the chief: return when all are present; the others wait for `decide`");
+  w->add_option("--timeout", wait_timeout, "Withdraw and exit 124 after DUR (default: no timeout)")
+      ->envname("TFBARRIER_TIMEOUT")
+      ->check(duration_validator());
+  w->add_option("--progress", wait_progress, "Report progress every DUR (default 1s on a terminal, else 30s)")
+      ->check(duration_validator());
+  add_common(w, wait.common, wait_connect);
+  w->footer(
+      "\nExamples:\n"
+      "  tfbarrier wait --name epoch3 --n 6 --rank 2\n"
+      "  msg=$(tfbarrier wait --name epoch3 --timeout 10m); rc=$?   # rc 0 go on, 1 stop\n"
+      "  tfbarrier wait --name epoch3 --chief && ./evaluate && tfbarrier decide continue\n" +
+      exit_code_help());
+
+  // decide
+  decide_options decide;
+  std::string decide_connect;
+  auto* d = app.add_subcommand("decide", "Give the chief's verdict for the current round");
+  d->add_option("verdict", decide.verdict, "continue or stop")->required()->check(CLI::IsMember({"continue", "stop"}));
+  d->add_option("--name", decide.name, "Barrier name (default: the one round that awaits a verdict)")
+      ->envname("TFBARRIER_NAME")
+      ->check(name_validator());
+  d->add_option("-m,--message", decide.message, "Text every participant prints on stdout")
+      ->check(CLI::Validator(
+          [](std::string& m) -> std::string {
+            return proto::valid_text(m) ? std::string() : fmt::format("the message must be at most {} bytes on one line", proto::max_text);
+          },
+          "TEXT"));
+  d->add_flag("--no-wait", decide.no_wait, "Return once the verdict is recorded, not when it is delivered");
+  d->add_option("--n", decide.n, "Participants in the round, if the chief arrives with this verdict")
+      ->check(CLI::Range(1u, proto::max_n));
+  d->add_option("--rank", decide.rank, "The chief's rank, if it arrives with this verdict")
+      ->check(CLI::Range(0u, proto::max_n - 1));
+  add_common(d, decide.common, decide_connect);
+  d->footer(
+      "\nExamples:\n"
+      "  tfbarrier decide stop --message 'validation loss went up'\n"
+      "  tfbarrier decide continue --name epoch3 --n 6 --rank 0   # one step: arrive with the verdict\n" +
+      exit_code_help());
+
+  // abort
+  abort_options abort;
+  std::string abort_connect;
+  auto* a = app.add_subcommand("abort", "Abort the current round: everyone in it exits 3");
+  a->add_option("--name", abort.name, "Barrier name")->required()->envname("TFBARRIER_NAME")->check(name_validator());
+  a->add_option("--reason", abort.reason, "Text every participant prints on stderr")
+      ->check(CLI::Validator(
+          [](std::string& m) -> std::string {
+            return proto::valid_text(m) ? std::string() : fmt::format("the reason must be at most {} bytes on one line", proto::max_text);
+          },
+          "TEXT"));
+  add_common(a, abort.common, abort_connect);
+  a->footer("\nExample:\n  tfbarrier abort --name epoch3 --reason 'rank 4 ran out of memory'\n" + exit_code_help());
+
+  // status
+  status_options status;
+  std::string status_connect;
+  auto* st = app.add_subcommand("status", "Show the barriers the host holds");
+  st->add_option("--name", status.name, "Only this barrier, with its members")->check(name_validator());
+  st->add_flag("--json", status.json, "JSON for scripts (see tfbarrier(1))");
+  st->add_flag("--all-scopes", status.all_scopes, "Barriers of every scope, not just this job's");
+  add_common(st, status.common, status_connect);
+  st->footer("\nExamples:\n  tfbarrier status\n  tfbarrier status --name epoch3 --json | jq .barriers[0].missing\n" +
+             exit_code_help());
+
+  // config
+  config_options config;
+  std::string config_connect;
+  auto* cf = app.add_subcommand("config", "Print every resolved setting and where it came from");
+  cf->add_option("--n", config.n, "As for wait")->check(CLI::Range(1u, proto::max_n));
+  cf->add_option("--rank", config.rank, "As for wait")->check(CLI::Range(0u, proto::max_n - 1));
+  cf->add_flag("--json", config.json, "JSON for scripts");
+  add_common(cf, config.common, config_connect);
+  cf->footer("\nExample:\n  srun -n 2 tfbarrier config\n" + exit_code_help());
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::string which;
+    for (auto* sub : app.get_subcommands()) which = sub->get_name();
+    print_error(e.what());
+    fmt::print(stderr, "Run 'tfbarrier{}{} --help' for usage.\n", which.empty() ? "" : " ", which);
+    return exit_code::usage;
+  }
+
+  if (s->parsed()) {
+    std::optional<duration> idle;
+    set_duration(idle_exit, serve.idle_exit);
+    set_duration(forget_after, serve.forget_after);
+    (void)idle;
+    (void)self_started;
+    return run_serve(serve);
+  }
+  if (w->parsed()) {
+    set_duration(wait_timeout, wait.timeout);
+    set_duration(wait_progress, wait.progress);
+    set_duration(wait_connect, wait.common.connect_timeout);
+    return run_wait(wait);
+  }
+  if (d->parsed()) {
+    set_duration(decide_connect, decide.common.connect_timeout);
+    return run_decide(decide);
+  }
+  if (a->parsed()) {
+    set_duration(abort_connect, abort.common.connect_timeout);
+    return run_abort(abort);
+  }
+  if (st->parsed()) {
+    set_duration(status_connect, status.common.connect_timeout);
+    return run_status(status);
+  }
+  if (cf->parsed()) {
+    set_duration(config_connect, config.common.connect_timeout);
+    return run_config(config);
+  }
+  return exit_code::usage;
+}
+
+}  // namespace tfb

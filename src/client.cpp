@@ -1,0 +1,395 @@
+// The TCP backend of the participant's side. One io_context per call, one
+// connection, a timer for every deadline, a signal_set for SIGINT/SIGTERM.
+#include "client.h"
+
+#include <asio.hpp>
+#include <chrono>
+#include <deque>
+#include <fmt/format.h>
+#include <random>
+
+#include "exit_codes.h"
+#include "host.h"
+#include "version.h"
+
+namespace tfb {
+namespace {
+
+using asio::awaitable;
+using asio::ip::tcp;
+using asio::use_awaitable;
+using clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+int exit_for(proto::error_kind k) {
+  switch (k) {
+    case proto::error_kind::conflict: return exit_code::conflict;
+    case proto::error_kind::needn:
+    case proto::error_kind::ambiguous: return exit_code::usage;
+    case proto::error_kind::aborted: return exit_code::aborted;
+    case proto::error_kind::busy: return exit_code::unreachable;
+    default: return exit_code::protocol;
+  }
+}
+
+/// What a request does with each reply; returns an outcome when the call is over.
+using reply_handler = std::function<std::optional<outcome>(const proto::reply&)>;
+
+class engine {
+ public:
+  explicit engine(const connect_options& o)
+      : o_(o), socket_(io_), signals_(io_, SIGINT, SIGTERM), deadline_(io_), timeout_(io_), progress_(io_) {}
+
+  /// Connects, sends HELLO and `request`, and feeds every reply to `handler`.
+  outcome run(const std::string& request, reply_handler handler) {
+    handler_ = std::move(handler);
+    signals_.async_wait([this](asio::error_code ec, int sig) {
+      if (ec) return;
+      bool term = sig == SIGTERM;
+      finish(outcome{term ? exit_code::interrupted_term : exit_code::interrupted_int, "",
+                     fmt::format("interrupted by {}{}", term ? "SIGTERM" : "SIGINT", interrupt_note_)});
+    });
+    asio::co_spawn(io_, main(request), asio::detached);
+    io_.run();
+    return result_.value_or(outcome{exit_code::protocol, "", "internal error: the call ended without an outcome"});
+  }
+
+  void write(std::string bytes) {
+    out_.push_back(std::move(bytes));
+    if (!writing_) write_next();
+  }
+  void finish(outcome o) {
+    if (result_) return;
+    result_ = std::move(o);
+    asio::error_code ec;
+    socket_.close(ec);
+    signals_.cancel();
+    deadline_.cancel();
+    timeout_.cancel();
+    progress_.cancel();
+  }
+  bool done() const { return result_.has_value(); }
+  asio::steady_timer& timeout_timer() { return timeout_; }
+  asio::steady_timer& progress_timer() { return progress_; }
+  const std::string& addr() const { return o_.addr; }
+  void set_interrupt_note(std::string s) { interrupt_note_ = std::move(s); }
+
+ private:
+  void write_next() {
+    writing_ = true;
+    asio::async_write(socket_, asio::buffer(out_.front()), [this](asio::error_code ec, std::size_t) {
+      out_.pop_front();
+      if (ec || out_.empty()) {
+        writing_ = false;
+        return;
+      }
+      write_next();
+    });
+  }
+
+  awaitable<bool> connect() {
+    std::string host, port;
+    if (!split_host_port(o_.addr, host, port) || host.empty()) {
+      finish(outcome{exit_code::usage, "",
+                     fmt::format("bad host address '{}': expected HOST:PORT (set --addr or TFBARRIER_ADDR)", o_.addr)});
+      co_return false;
+    }
+    auto give_up_at = clock::now() + o_.connect_timeout;
+    // The same deadline bounds the handshake: a frozen host is "unreachable", not "slow".
+    deadline_.expires_at(give_up_at);
+    deadline_.async_wait([this](asio::error_code ec) {
+      if (ec) return;
+      timed_out_connecting_ = true;
+      asio::error_code ignored;
+      socket_.close(ignored);
+    });
+    tcp::resolver resolver(io_);
+    std::mt19937 rng(std::random_device{}());
+    auto backoff = 50ms;
+    bool first = true;
+    std::string last_error = "no attempt";
+    while (!done()) {
+      asio::error_code ec;
+      auto results = co_await resolver.async_resolve(host, port, asio::redirect_error(use_awaitable, ec));
+      if (!ec) {
+        co_await asio::async_connect(socket_, results, asio::redirect_error(use_awaitable, ec));
+        if (!ec) {
+          asio::error_code ignored;
+          socket_.set_option(tcp::no_delay(true), ignored);
+          co_return true;
+        }
+      } else {
+        last_error = fmt::format("cannot resolve '{}': {}", host, ec.message());
+      }
+      if (ec && ec != asio::error::operation_aborted && !ec.message().empty() && results.size() > 0)
+        last_error = ec.message();
+      if (done()) co_return false;
+      if (first && o_.on_first_failure) o_.on_first_failure();
+      first = false;
+      auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
+          backoff * std::uniform_real_distribution<double>(0.5, 1.5)(rng));
+      if (timed_out_connecting_ || clock::now() + wait >= give_up_at) {
+        finish(unreachable(last_error));
+        co_return false;
+      }
+      asio::steady_timer t(io_, wait);
+      co_await t.async_wait(asio::redirect_error(use_awaitable, ec));
+      backoff = std::min<std::chrono::milliseconds>(backoff * 2, 1s);
+    }
+    co_return false;
+  }
+
+  outcome unreachable(const std::string& why) {
+    return outcome{exit_code::unreachable, "",
+                   fmt::format("cannot reach the host at {} within {} ({}); is `tfbarrier serve` running there? "
+                               "Check --addr / TFBARRIER_ADDR, or raise --connect-timeout",
+                               o_.addr, format_duration(o_.connect_timeout), why)};
+  }
+
+  awaitable<void> main(std::string request) {
+    if (!co_await connect()) co_return;
+    proto::hello h{static_cast<std::uint32_t>(protocol_version), o_.client_host, o_.pid};
+    write(proto::format_request(h) + request);
+    char buf[4096];
+    proto::line_splitter splitter;
+    proto::reply_reader reader;
+    bool greeted = false;
+    try {
+      while (!done()) {
+        std::size_t n = co_await socket_.async_read_some(asio::buffer(buf), use_awaitable);
+        splitter.feed(std::string_view(buf, n));
+        while (!done()) {
+          auto l = splitter.next();
+          if (!l) break;
+          std::string err;
+          auto rep = reader.feed(*l, err);
+          if (!err.empty()) {
+            finish(outcome{exit_code::protocol, "",
+                           fmt::format("the host at {} sent a line this client does not understand: {}", o_.addr, err)});
+            co_return;
+          }
+          if (!rep) continue;
+          if (auto* e = std::get_if<proto::error_reply>(&*rep)) {
+            finish(outcome{exit_for(e->kind), "", e->text});
+            co_return;
+          }
+          if (!greeted) {
+            auto* hr = std::get_if<proto::hello_reply>(&*rep);
+            if (!hr) {
+              finish(outcome{exit_code::protocol, "", fmt::format("the host at {} did not greet with HELLO", o_.addr)});
+              co_return;
+            }
+            greeted = true;
+            deadline_.cancel();
+            continue;
+          }
+          if (auto* sd = std::get_if<proto::shutdown>(&*rep)) {
+            finish(outcome{exit_code::unreachable, "",
+                           sd->text.empty() ? fmt::format("the host at {} shut down", o_.addr) : sd->text});
+            co_return;
+          }
+          if (auto o = handler_(*rep)) {
+            finish(std::move(*o));
+            co_return;
+          }
+        }
+        if (splitter.overflow()) {
+          finish(outcome{exit_code::protocol, "", fmt::format("the host at {} sent an over-long line", o_.addr)});
+          co_return;
+        }
+      }
+    } catch (const std::system_error& e) {
+      if (done()) co_return;
+      if (!greeted && timed_out_connecting_) {
+        finish(unreachable("connected, but the host did not answer: is it stopped or overloaded?"));
+      } else if (e.code() == asio::error::eof || e.code() == asio::error::connection_reset) {
+        finish(outcome{exit_code::unreachable, "",
+                       fmt::format("lost the connection to the host at {}: it closed the connection", o_.addr)});
+      } else {
+        finish(outcome{exit_code::unreachable, "",
+                       fmt::format("lost the connection to the host at {}: {}", o_.addr, e.code().message())});
+      }
+    }
+  }
+
+  connect_options o_;
+  asio::io_context io_{1};
+  tcp::socket socket_;
+  asio::signal_set signals_;
+  asio::steady_timer deadline_, timeout_, progress_;
+  reply_handler handler_;
+  std::optional<outcome> result_;
+  std::deque<std::string> out_;
+  bool writing_ = false;
+  bool timed_out_connecting_ = false;
+  std::string interrupt_note_;
+};
+
+std::string join_members(const proto::barrier_info& b) {
+  std::string s;
+  std::size_t shown = 0;
+  for (const auto& m : b.members) {
+    if (shown == 20) {
+      s += fmt::format(", and {} more", b.members.size() - shown);
+      break;
+    }
+    if (!s.empty()) s += ", ";
+    s += m.rank ? fmt::format("rank {} ({} pid {})", *m.rank, m.host, m.pid) : fmt::format("{} pid {}", m.host, m.pid);
+    ++shown;
+  }
+  return s;
+}
+
+/// Shared by wait and decide: periodic progress and a withdrawing timeout.
+class waiter {
+ public:
+  waiter(engine& e, std::string scope, std::string name, const wait_options& o)
+      : e_(e), scope_(std::move(scope)), name_(std::move(name)), o_(o), start_(clock::now()) {}
+
+  void arrived(std::uint64_t gen) {
+    gen_ = gen;
+    if (armed_) return;
+    armed_ = true;
+    if (o_.timeout) {
+      e_.timeout_timer().expires_after(*o_.timeout);
+      e_.timeout_timer().async_wait([this](asio::error_code ec) {
+        if (ec || e_.done()) return;
+        timing_out_ = true;
+        e_.write(proto::format_request(proto::status_req{scope_, name_, true}) + proto::format_request(proto::leave{}));
+      });
+    }
+    if (o_.progress_every && o_.on_progress) schedule_progress();
+  }
+
+  /// Handles STATUS and LEFT replies; nullopt when not one of those, or not final.
+  std::optional<std::optional<outcome>> handle(const proto::reply& r) {
+    if (auto* st = std::get_if<proto::status_reply>(&r)) {
+      const proto::barrier_info* mine = nullptr;
+      for (const auto& b : st->barriers)
+        if (b.gen == gen_ && b.name == name_) mine = &b;
+      if (timing_out_) {
+        last_ = mine ? std::optional(*mine) : std::nullopt;
+      } else if (mine && o_.on_progress) {
+        o_.on_progress(progress{name_, gen_, mine->arrived, mine->n, mine->missing, elapsed()});
+      }
+      return std::optional<outcome>{};
+    }
+    if (std::holds_alternative<proto::left>(r)) {
+      std::string text = fmt::format("timed out after {} waiting at barrier {} (round {})",
+                                     format_duration(*o_.timeout), name_, gen_);
+      if (last_) {
+        text += fmt::format(": {}/{} arrived", last_->arrived, last_->n ? std::to_string(*last_->n) : "?");
+        if (last_->missing) text += fmt::format("; missing ranks {}", *last_->missing);
+        if (!last_->members.empty()) text += fmt::format("; arrived: {}", join_members(*last_));
+      }
+      return std::optional<outcome>{outcome{exit_code::timed_out, "", text}};
+    }
+    return std::nullopt;
+  }
+
+  duration elapsed() const { return std::chrono::duration_cast<duration>(clock::now() - start_); }
+
+ private:
+  void schedule_progress() {
+    e_.progress_timer().expires_after(*o_.progress_every);
+    e_.progress_timer().async_wait([this](asio::error_code ec) {
+      if (ec || e_.done() || timing_out_) return;
+      e_.write(proto::format_request(proto::status_req{scope_, name_, false}));
+      schedule_progress();
+    });
+  }
+
+  engine& e_;
+  std::string scope_, name_;
+  const wait_options& o_;
+  clock::time_point start_;
+  std::uint64_t gen_ = 0;
+  bool armed_ = false;
+  bool timing_out_ = false;
+  std::optional<proto::barrier_info> last_;
+};
+
+std::string aborted_text(const proto::aborted& a) {
+  return fmt::format("barrier {} (round {}) was aborted{}{}", a.name, a.gen, a.reason.empty() ? "" : ": ", a.reason);
+}
+
+class tcp_coordinator final : public coordinator {
+ public:
+  explicit tcp_coordinator(connect_options o) : o_(std::move(o)) {}
+
+  outcome wait(const proto::arrive& a, const wait_options& wo) override {
+    engine e(o_);
+    waiter w(e, a.scope, a.name, wo);
+    e.set_interrupt_note(fmt::format("; withdrew from barrier {}", a.name));
+    return e.run(proto::format_request(a), [&](const proto::reply& r) -> std::optional<outcome> {
+      if (auto h = w.handle(r)) return *h;
+      if (auto* wt = std::get_if<proto::waiting>(&r)) {
+        w.arrived(wt->gen);
+        return std::nullopt;
+      }
+      if (auto* rel = std::get_if<proto::release>(&r))
+        return outcome{rel->v == proto::verdict::stop ? exit_code::released_stop : exit_code::released_continue,
+                       rel->message, ""};
+      if (std::holds_alternative<proto::all_here>(r)) return outcome{exit_code::released_continue, "", ""};
+      if (auto* ab = std::get_if<proto::aborted>(&r)) return outcome{exit_code::aborted, "", aborted_text(*ab)};
+      return std::nullopt;
+    });
+  }
+
+  outcome decide(const proto::decide& d) override {
+    engine e(o_);
+    wait_options none;
+    waiter w(e, d.scope, d.name, none);
+    return e.run(proto::format_request(d), [&](const proto::reply& r) -> std::optional<outcome> {
+      if (auto h = w.handle(r)) return *h;
+      if (auto* dd = std::get_if<proto::decided>(&r)) {
+        if (!d.wait)
+          return outcome{exit_code::released_continue, "",
+                         fmt::format("verdict {} recorded for barrier {} round {} ({}/{} arrived)",
+                                     proto::to_string(dd->v), dd->name, dd->gen, dd->arrived,
+                                     dd->n ? std::to_string(*dd->n) : "?")};
+        return std::nullopt;
+      }
+      if (auto* rel = std::get_if<proto::release>(&r))
+        return outcome{exit_code::released_continue, "",
+                       fmt::format("verdict {} delivered to {} participants of barrier {} round {}",
+                                   proto::to_string(rel->v), rel->delivered.value_or(0), rel->name, rel->gen)};
+      if (auto* ab = std::get_if<proto::aborted>(&r)) return outcome{exit_code::aborted, "", aborted_text(*ab)};
+      return std::nullopt;
+    });
+  }
+
+  outcome abort(const proto::abort_req& a) override {
+    engine e(o_);
+    return e.run(proto::format_request(a), [&](const proto::reply& r) -> std::optional<outcome> {
+      if (auto* ab = std::get_if<proto::aborted>(&r))
+        return outcome{exit_code::released_continue, "",
+                       fmt::format("aborted barrier {} round {}: {} waiting participants told", ab->name, ab->gen,
+                                   ab->notified.value_or(0))};
+      return std::nullopt;
+    });
+  }
+
+  outcome status(const proto::status_req& s) override {
+    engine e(o_);
+    return e.run(proto::format_request(s), [&](const proto::reply& r) -> std::optional<outcome> {
+      if (auto* st = std::get_if<proto::status_reply>(&r)) {
+        outcome o;
+        o.status = *st;
+        return o;
+      }
+      return std::nullopt;
+    });
+  }
+
+ private:
+  connect_options o_;
+};
+
+}  // namespace
+
+std::unique_ptr<coordinator> make_tcp_coordinator(connect_options o) {
+  return std::make_unique<tcp_coordinator>(std::move(o));
+}
+
+}  // namespace tfb

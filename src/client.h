@@ -1,0 +1,62 @@
+#pragma once
+// The participant's side, behind a small interface (arrive and await the
+// outcome, decide, abort, status) so that another backend can stand beside
+// the TCP one. Calls block; each returns an outcome the CLI turns into output
+// and an exit code.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "duration.h"
+#include "protocol.h"
+
+namespace tfb {
+
+/// What a call ended with.
+struct outcome {
+  int exit_code = 0;
+  std::string out;  ///< for stdout (the chief's message), may be empty
+  std::string err;  ///< for stderr: what happened and what to do, may be empty
+  std::optional<proto::status_reply> status;  ///< STATUS replies
+};
+
+/// Progress while waiting.
+struct progress {
+  std::string name;
+  std::uint64_t gen = 0;
+  std::uint32_t arrived = 0;
+  std::optional<std::uint32_t> n;
+  std::optional<std::string> missing;  ///< rank ranges
+  duration waited{};
+};
+
+struct wait_options {
+  std::optional<duration> timeout;          ///< withdraw and exit 124 after this
+  std::optional<duration> progress_every;   ///< call on_progress this often
+  std::function<void(const progress&)> on_progress;
+};
+
+struct connect_options {
+  std::string addr;                   ///< HOST:PORT
+  duration connect_timeout = std::chrono::seconds(60);
+  std::string client_host;            ///< this machine, for the host's logs
+  std::uint32_t pid = 0;
+  /// Called once when the first connection attempt fails (to start a host, say).
+  std::function<void()> on_first_failure;
+};
+
+class coordinator {
+ public:
+  virtual ~coordinator() = default;
+  virtual outcome wait(const proto::arrive& a, const wait_options& o) = 0;
+  virtual outcome decide(const proto::decide& d) = 0;
+  virtual outcome abort(const proto::abort_req& a) = 0;
+  virtual outcome status(const proto::status_req& s) = 0;
+};
+
+/// The TCP backend: talks docs/protocol.md to `tfbarrier serve`.
+std::unique_ptr<coordinator> make_tcp_coordinator(connect_options o);
+
+}  // namespace tfb

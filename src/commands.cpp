@@ -1,0 +1,370 @@
+// The subcommands: resolve settings, call the coordinator, print, return an
+// exit code. No Asio here; no CLI11 either.
+#include "commands.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "client.h"
+#include "exit_codes.h"
+#include "host.h"
+#include "settings.h"
+#include "version.h"
+
+namespace tfb {
+namespace {
+
+std::string short_hostname() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  std::string h(buf);
+  if (auto dot = h.find('.'); dot != std::string::npos) h.resize(dot);
+  // Keep it a valid protocol value.
+  for (char& c : h)
+    if (c <= ' ' || c == '=' || c >= 0x7f) c = '_';
+  return h.empty() ? "localhost" : h;
+}
+
+std::string random_id() {
+  static const char alphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  std::random_device rd;
+  std::string id(16, 'x');
+  for (char& c : id) c = alphabet[rd() % (sizeof alphabet - 1)];
+  return id;
+}
+
+env_lookup process_env() {
+  return [](std::string_view name) -> std::optional<std::string> {
+    const char* v = std::getenv(std::string(name).c_str());
+    if (!v) return std::nullopt;
+    return std::string(v);
+  };
+}
+
+std::optional<settings> resolve(const common_options& c, std::optional<std::uint32_t> n,
+                                std::optional<std::uint32_t> rank) {
+  flag_inputs f;
+  f.addr = c.addr;
+  f.scope = c.scope;
+  f.n = n;
+  f.rank = rank;
+  std::string error;
+  auto s = resolve_settings(f, process_env(), short_hostname(), error);
+  if (!s) print_error(error);
+  return s;
+}
+
+std::string self_exe() {
+  char buf[4096];
+  ssize_t len = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (len <= 0) return "tfbarrier";
+  return std::string(buf, static_cast<std::size_t>(len));
+}
+
+std::string default_log_file() {
+  const char* tmp = std::getenv("TMPDIR");
+  return fmt::format("{}/tfbarrier-serve-{}.log", tmp && *tmp ? tmp : "/tmp", getuid());
+}
+
+/// Starts a detached host the way gpg starts its agent: fire and forget.
+/// Several participants may do this at once: one binds, the others fail quietly.
+void start_host(const settings& s, bool quiet) {
+  std::string exe = self_exe();
+  std::string listen = s.addr();
+  std::string log = default_log_file();
+  if (!quiet)
+    fmt::print(stderr, "tfbarrier: no host answers at {}; starting one here (log: {})\n", listen, log);
+  pid_t child = fork();
+  if (child < 0) return;
+  if (child == 0) {
+    // The intermediate child: start the daemon in a new session, then leave.
+    setsid();
+    pid_t grandchild = fork();
+    if (grandchild != 0) _exit(0);
+    int devnull = open("/dev/null", O_RDWR);
+    int logfd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    dup2(devnull, 0);
+    dup2(devnull, 1);
+    dup2(logfd >= 0 ? logfd : devnull, 2);
+    execl(exe.c_str(), exe.c_str(), "serve", "--listen", listen.c_str(), "--idle-exit", "10m", "--self-started",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int st = 0;
+  waitpid(child, &st, 0);
+}
+
+connect_options connection(const settings& s, const common_options& c) {
+  connect_options o;
+  o.addr = s.addr();
+  o.connect_timeout = c.connect_timeout;
+  o.client_host = short_hostname();
+  o.pid = static_cast<std::uint32_t>(getpid());
+  if (s.may_start_host) {
+    settings copy = s;
+    bool quiet = c.quiet;
+    o.on_first_failure = [copy, quiet] { start_host(copy, quiet); };
+  }
+  return o;
+}
+
+int finish(const outcome& o, bool quiet) {
+  if (!o.out.empty()) fmt::print(stdout, "{}\n", o.out);
+  std::fflush(stdout);
+  if (!o.err.empty()) {
+    if (o.exit_code == exit_code::released_continue || o.exit_code == exit_code::released_stop) {
+      if (!quiet) fmt::print(stderr, "tfbarrier: {}\n", o.err);
+    } else {
+      print_error(o.err);
+    }
+  }
+  return o.exit_code;
+}
+
+/// Prints progress: a live line on a terminal, one line per report elsewhere.
+class progress_printer {
+ public:
+  explicit progress_printer(bool tty) : tty_(tty) {}
+  ~progress_printer() { clear(); }
+  void operator()(const progress& p) {
+    std::string line = fmt::format("{}: {}/{} arrived, {}", p.name, p.arrived, p.n ? std::to_string(*p.n) : "?",
+                                   format_duration(p.waited));
+    if (p.missing && !p.missing->empty()) line += fmt::format(", missing ranks {}", *p.missing);
+    if (tty_) {
+      fmt::print(stderr, "\r\033[K{}", line);
+      shown_ = true;
+    } else {
+      fmt::print(stderr, "tfbarrier: waiting at {}\n", line);
+    }
+    std::fflush(stderr);
+  }
+  void clear() {
+    if (tty_ && shown_) fmt::print(stderr, "\r\033[K");
+    shown_ = false;
+  }
+
+ private:
+  bool tty_;
+  bool shown_ = false;
+};
+
+}  // namespace
+
+void print_error(const std::string& text) { fmt::print(stderr, "tfbarrier: error: {}\n", text); }
+
+int run_wait(const wait_cmd_options& o) {
+  auto s = resolve(o.common, o.n, o.rank);
+  if (!s) return exit_code::usage;
+  proto::arrive a;
+  a.name = o.name;
+  a.scope = *s->scope.value;
+  a.id = random_id();
+  a.n = s->n.value;
+  a.rank = s->rank.value;
+  a.chief = o.chief;
+  wait_options wo;
+  wo.timeout = o.timeout;
+  bool tty = isatty(2) != 0;
+  progress_printer printer(tty);
+  if (!o.common.quiet) {
+    wo.progress_every = o.progress ? o.progress : std::optional<duration>(tty ? std::chrono::seconds(1)
+                                                                               : std::chrono::seconds(30));
+    wo.on_progress = [&printer](const progress& p) { printer(p); };
+  }
+  auto c = make_tcp_coordinator(connection(*s, o.common));
+  outcome out = c->wait(a, wo);
+  printer.clear();
+  return finish(out, o.common.quiet);
+}
+
+int run_decide(const decide_options& o) {
+  auto s = resolve(o.common, o.n, o.rank);
+  if (!s) return exit_code::usage;
+  proto::decide d;
+  d.name = o.name;
+  d.scope = *s->scope.value;
+  d.id = random_id();
+  d.v = *proto::parse_verdict(o.verdict);
+  d.n = s->n.value;
+  d.rank = s->rank.value;
+  d.wait = !o.no_wait;
+  d.message = o.message;
+  auto c = make_tcp_coordinator(connection(*s, o.common));
+  return finish(c->decide(d), o.common.quiet);
+}
+
+int run_abort(const abort_options& o) {
+  auto s = resolve(o.common, std::nullopt, std::nullopt);
+  if (!s) return exit_code::usage;
+  proto::abort_req a{*s->scope.value, o.name, o.reason};
+  auto c = make_tcp_coordinator(connection(*s, o.common));
+  return finish(c->abort(a), o.common.quiet);
+}
+
+namespace {
+
+nlohmann::json status_json(const proto::status_reply& st) {
+  nlohmann::json bs = nlohmann::json::array();
+  for (const auto& b : st.barriers) {
+    nlohmann::json j;
+    j["scope"] = b.scope;
+    j["name"] = b.name;
+    j["round"] = b.gen;
+    j["state"] = b.state;
+    j["n"] = b.n ? nlohmann::json(*b.n) : nlohmann::json(nullptr);
+    j["arrived"] = b.arrived;
+    j["chief"] = b.chief;
+    j["verdict"] = b.v == proto::verdict::none ? nlohmann::json(nullptr) : nlohmann::json(proto::to_string(b.v));
+    j["age_ms"] = b.age_ms;
+    if (b.missing) {
+      j["missing"] = *b.missing;
+    } else {
+      j["missing"] = nullptr;
+    }
+    nlohmann::json ms = nlohmann::json::array();
+    for (const auto& m : b.members)
+      ms.push_back({{"rank", m.rank ? nlohmann::json(*m.rank) : nlohmann::json(nullptr)},
+                    {"host", m.host},
+                    {"pid", m.pid},
+                    {"chief", m.chief},
+                    {"age_ms", m.age_ms}});
+    j["members"] = ms;
+    j["reason"] = b.reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(b.reason);
+    bs.push_back(std::move(j));
+  }
+  return nlohmann::json{{"barriers", bs}};
+}
+
+}  // namespace
+
+int run_status(const status_options& o) {
+  auto s = resolve(o.common, std::nullopt, std::nullopt);
+  if (!s) return exit_code::usage;
+  proto::status_req req{o.all_scopes ? "*" : *s->scope.value, o.name, true};
+  auto c = make_tcp_coordinator(connection(*s, o.common));
+  outcome out = c->status(req);
+  if (out.exit_code != 0 || !out.status) return finish(out, o.common.quiet);
+  const auto& st = *out.status;
+  if (o.json) {
+    fmt::print("{}\n", status_json(st).dump(2));
+    return 0;
+  }
+  if (st.barriers.empty()) {
+    fmt::print("no barriers{} on {}\n", o.all_scopes ? "" : fmt::format(" in scope {}", *s->scope.value), s->addr());
+    return 0;
+  }
+  fmt::print("{:<12} {:<16} {:>5} {:<9} {:>9} {:<5} {:<8} {:>8}  {}\n", "SCOPE", "NAME", "ROUND", "STATE", "ARRIVED",
+             "CHIEF", "VERDICT", "OPEN FOR", "MISSING RANKS");
+  for (const auto& b : st.barriers) {
+    std::string arrived = fmt::format("{}/{}", b.arrived, b.n ? std::to_string(*b.n) : "?");
+    fmt::print("{:<12} {:<16} {:>5} {:<9} {:>9} {:<5} {:<8} {:>8}  {}\n", b.scope, b.name, b.gen, b.state, arrived,
+               b.chief ? "yes" : "no", proto::to_string(b.v), format_duration(duration(b.age_ms)),
+               b.missing ? (b.missing->empty() ? "none" : *b.missing) : (b.state == "aborted" ? b.reason : "-"));
+    if (!o.name.empty())
+      for (const auto& m : b.members)
+        fmt::print("    {:<10} {} pid {}{}, arrived {} ago\n", m.rank ? fmt::format("rank {}", *m.rank) : "no rank",
+                   m.host, m.pid, m.chief ? " (chief)" : "", format_duration(duration(m.age_ms)));
+  }
+  return 0;
+}
+
+int run_config(const config_options& o) {
+  auto s = resolve(o.common, o.n, o.rank);
+  if (!s) return exit_code::usage;
+  fmt::print("{}", o.json ? settings_to_json(*s) + "\n" : settings_to_text(*s));
+  return 0;
+}
+
+int run_serve(const serve_options& o) {
+  host_options h;
+  if (o.listen.empty()) {
+    common_options none;
+    auto s = resolve(none, std::nullopt, std::nullopt);
+    if (!s) return exit_code::usage;
+    h.listen = s->addr();
+  } else {
+    h.listen = o.listen;
+  }
+  h.idle_exit = o.idle_exit;
+  h.forget_after = o.forget_after;
+  h.quiet = o.quiet;
+  std::string error;
+  if (!o.daemon) {
+    h.on_listening = [](const std::string& addr) {
+      fmt::print(stdout, "TFBARRIER_ADDR={}\n", addr);
+      std::fflush(stdout);
+    };
+    int rc = run_host(h, error);
+    if (!error.empty()) print_error(error);
+    return rc;
+  }
+  // --daemon: the child reports "OK addr" or "ERR text" through a pipe, then detaches.
+  std::string log = o.log_file.value_or(default_log_file());
+  int fds[2];
+  if (pipe(fds) != 0) {
+    print_error("cannot create a pipe for --daemon");
+    return exit_code::protocol;
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    print_error("cannot fork for --daemon");
+    return exit_code::protocol;
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    setsid();
+    int devnull = open("/dev/null", O_RDWR);
+    int logfd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (logfd < 0) {
+      std::string msg = fmt::format("ERR cannot open the log file {}: {}\n", log, std::strerror(errno));
+      (void)!write(fds[1], msg.data(), msg.size());
+      _exit(exit_code::usage);
+    }
+    dup2(devnull, 0);
+    dup2(devnull, 1);
+    dup2(logfd, 2);
+    std::FILE* logf = stderr;
+    h.log = logf;
+    int wfd = fds[1];
+    h.on_listening = [wfd](const std::string& addr) {
+      std::string msg = "OK " + addr + "\n";
+      (void)!write(wfd, msg.data(), msg.size());
+      close(wfd);
+    };
+    int rc = run_host(h, error);
+    if (!error.empty()) {
+      std::string msg = "ERR " + error + "\n";
+      (void)!write(wfd, msg.data(), msg.size());
+      print_error(error);
+    }
+    _exit(rc);
+  }
+  close(fds[1]);
+  std::string got;
+  char buf[512];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) got.append(buf, static_cast<std::size_t>(n));
+  close(fds[0]);
+  if (got.starts_with("OK ")) {
+    std::string addr = got.substr(3);
+    while (!addr.empty() && (addr.back() == '\n' || addr.back() == '\r')) addr.pop_back();
+    fmt::print("TFBARRIER_ADDR={0}; export TFBARRIER_ADDR;\nTFBARRIER_PID={1}; export TFBARRIER_PID;\n", addr, pid);
+    fmt::print(stderr, "tfbarrier: host pid {} listening on {} (log: {})\n", pid, addr, log);
+    return 0;
+  }
+  std::string text = got.starts_with("ERR ") ? got.substr(4) : "the host exited before it was listening";
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  print_error(text);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) && WEXITSTATUS(st) != 0 ? WEXITSTATUS(st) : exit_code::unreachable;
+}
+
+}  // namespace tfb

@@ -1,0 +1,75 @@
+#pragma once
+// One options struct and one run_* function per subcommand. The front end
+// (cli.cpp) parses into these; each run_* returns an exit code.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "duration.h"
+
+namespace tfb {
+
+struct common_options {
+  std::optional<std::string> addr;
+  std::optional<std::string> scope;
+  duration connect_timeout = std::chrono::seconds(60);
+  bool quiet = false;
+};
+
+struct serve_options {
+  std::string listen;  ///< empty: resolved like a participant's address
+  bool daemon = false;
+  std::optional<std::string> log_file;
+  std::optional<duration> idle_exit;
+  duration forget_after = std::chrono::hours(1);
+  bool quiet = false;
+};
+
+struct wait_cmd_options {
+  common_options common;
+  std::string name;
+  std::optional<std::uint32_t> n, rank;
+  bool chief = false;
+  std::optional<duration> timeout;
+  std::optional<duration> progress;  ///< default: 1s on a terminal, 30s otherwise
+};
+
+struct decide_options {
+  common_options common;
+  std::string verdict;
+  std::string name;  ///< empty: the one round that awaits a verdict
+  std::string message;
+  bool no_wait = false;
+  std::optional<std::uint32_t> n, rank;
+};
+
+struct abort_options {
+  common_options common;
+  std::string name;
+  std::string reason;
+};
+
+struct status_options {
+  common_options common;
+  std::string name;
+  bool json = false;
+  bool all_scopes = false;
+};
+
+struct config_options {
+  common_options common;
+  std::optional<std::uint32_t> n, rank;
+  bool json = false;
+};
+
+int run_serve(const serve_options& o);
+int run_wait(const wait_cmd_options& o);
+int run_decide(const decide_options& o);
+int run_abort(const abort_options& o);
+int run_status(const status_options& o);
+int run_config(const config_options& o);
+
+/// Prints "tfbarrier: error: TEXT" on stderr.
+void print_error(const std::string& text);
+
+}  // namespace tfb

@@ -1,0 +1,38 @@
+#pragma once
+// The one table of tfbarrier's exit codes. man/tfbarrier.1, --help and
+// README.md repeat it; tests/bats/exit_codes.bats checks they agree.
+
+namespace tfb::exit_code {
+inline constexpr int released_continue = 0;  ///< released; the verdict is "continue" (or no chief)
+inline constexpr int released_stop = 1;      ///< released; the chief's verdict is "stop"
+inline constexpr int usage = 2;              ///< bad command line or bad value
+inline constexpr int aborted = 3;            ///< the round was aborted (tfbarrier abort)
+inline constexpr int conflict = 4;           ///< n, rank, chief or verdict conflicts with the round
+inline constexpr int unreachable = 69;       ///< host unreachable, or lost while waiting (EX_UNAVAILABLE)
+inline constexpr int protocol = 70;          ///< protocol or internal error (EX_SOFTWARE)
+inline constexpr int auth = 77;              ///< authentication failed (EX_NOPERM)
+inline constexpr int timed_out = 124;        ///< --timeout passed before release (as timeout(1))
+inline constexpr int interrupted_int = 130;  ///< SIGINT
+inline constexpr int interrupted_term = 143; ///< SIGTERM
+}  // namespace tfb::exit_code
+
+namespace tfb {
+/// One row of the table, for --help and the man page.
+struct exit_code_row {
+  int code;
+  const char* meaning;
+};
+inline constexpr exit_code_row exit_code_table[] = {
+    {exit_code::released_continue, "released: continue (the chief's verdict, or no chief)"},
+    {exit_code::released_stop, "released: stop (the chief's verdict)"},
+    {exit_code::usage, "usage error: bad option or value"},
+    {exit_code::aborted, "the round was aborted (tfbarrier abort)"},
+    {exit_code::conflict, "conflict: n, rank, chief or verdict disagrees with the round"},
+    {exit_code::unreachable, "host unreachable, or lost while waiting"},
+    {exit_code::protocol, "protocol or internal error"},
+    {exit_code::auth, "authentication failed"},
+    {exit_code::timed_out, "timed out (--timeout)"},
+    {exit_code::interrupted_int, "interrupted by SIGINT"},
+    {exit_code::interrupted_term, "interrupted by SIGTERM"},
+};
+}  // namespace tfb

@@ -1,0 +1,493 @@
+// The host's network layer: it only carries bytes between sockets and the
+// barrier_set. One io_context, one thread, one coroutine per connection.
+#include "host.h"
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <asio.hpp>
+#include <chrono>
+#include <ctime>
+#include <deque>
+#include <fmt/format.h>
+#include <memory>
+#include <unordered_map>
+
+#include "barrier.h"
+#include "version.h"
+
+namespace tfb {
+
+using asio::awaitable;
+using asio::ip::tcp;
+using asio::use_awaitable;
+using namespace std::chrono_literals;
+
+bool split_host_port(const std::string& s, std::string& host, std::string& port) {
+  if (!s.empty() && s[0] == '[') {
+    auto close = s.find(']');
+    if (close == std::string::npos || close + 1 >= s.size() || s[close + 1] != ':') return false;
+    host = s.substr(1, close - 1);
+    port = s.substr(close + 2);
+  } else {
+    auto colon = s.rfind(':');
+    if (colon == std::string::npos) return false;
+    host = s.substr(0, colon);
+    port = s.substr(colon + 1);
+    if (host.find(':') != std::string::npos) return false;  // bare IPv6 needs brackets
+  }
+  if (port.empty() || port.size() > 5) return false;
+  for (char c : port)
+    if (c < '0' || c > '9') return false;
+  return std::stoi(port) <= 65535;
+}
+
+namespace {
+
+constexpr std::size_t max_outbox_bytes = 1 << 20;  // a client that reads nothing is dropped past this
+
+class server;
+
+class session : public std::enable_shared_from_this<session> {
+ public:
+  session(server& srv, tcp::socket s, conn_id id)
+      : srv_(srv), socket_(std::move(s)), id_(id), write_signal_(socket_.get_executor()),
+        handshake_timer_(socket_.get_executor()) {
+    write_signal_.expires_at(std::chrono::steady_clock::time_point::max());
+  }
+  void start();
+  void send(std::string bytes, bool close_after);
+  void stop();
+  conn_id id() const { return id_; }
+  const std::string& remote() const { return remote_; }
+
+ private:
+  awaitable<void> reader();
+  awaitable<void> writer();
+  void handle_line(const std::string& l);
+
+  server& srv_;
+  tcp::socket socket_;
+  conn_id id_;
+  asio::steady_timer write_signal_;
+  asio::steady_timer handshake_timer_;
+  std::deque<std::string> outbox_;
+  std::size_t outbox_bytes_ = 0;
+  bool close_after_flush_ = false;
+  bool stopped_ = false;
+  bool hello_ = false;
+  bool arrived_ = false;
+  peer_info peer_;
+  std::string remote_;
+  proto::line_splitter splitter_;
+};
+
+class server {
+ public:
+  server(asio::io_context& io, const host_options& o)
+      : io_(io), opts_(o), acceptor_(io), signals_(io, SIGINT, SIGTERM), prune_timer_(io), idle_timer_(io), shutdown_timer_(io),
+        start_(std::chrono::steady_clock::now()) {}
+
+  bool listen(std::string& error);
+  void run_loops();
+
+  millis now() const {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start_).count();
+  }
+  void log(std::string_view text) {
+    auto t = std::chrono::system_clock::now();
+    std::time_t tt = std::chrono::system_clock::to_time_t(t);
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count() % 1000;
+    std::tm tm{};
+    localtime_r(&tt, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+    fmt::print(opts_.log, "{}.{:03d} tfbarrier[{}]: {}\n", buf, static_cast<int>(ms), getpid(), text);
+    std::fflush(opts_.log);
+  }
+  void event(std::string_view text) {
+    if (!opts_.quiet) log(text);
+  }
+  void apply(output& out) {
+    for (auto& line : out.log) event(line);
+    for (auto& e : out.sends) {
+      auto it = sessions_.find(e.to);
+      if (it == sessions_.end()) continue;
+      bool close = false;
+      if (auto* er = std::get_if<proto::error_reply>(&e.msg)) close = proto::closes_connection(er->kind);
+      it->second->send(proto::format_reply(e.msg), close);
+    }
+    out.sends.clear();
+    out.log.clear();
+    last_active_ = now();
+  }
+  barrier_set& state() { return state_; }
+  const host_options& opts() const { return opts_; }
+  void remove(conn_id id) {
+    sessions_.erase(id);
+    if (stopping_ && sessions_.empty()) finish();
+  }
+  bool stopping() const { return stopping_; }
+  const std::string& address() const { return address_; }
+
+ private:
+  awaitable<void> accept_loop();
+  awaitable<void> prune_loop();
+  awaitable<void> idle_loop();
+  void begin_shutdown(std::string_view why);
+  void finish() {
+    shutdown_timer_.cancel();
+    prune_timer_.cancel();
+    idle_timer_.cancel();
+    signals_.cancel();
+  }
+
+  asio::io_context& io_;
+  host_options opts_;
+  tcp::acceptor acceptor_;
+  asio::signal_set signals_;
+  asio::steady_timer prune_timer_, idle_timer_, shutdown_timer_;
+  std::chrono::steady_clock::time_point start_;
+  barrier_set state_;
+  std::unordered_map<conn_id, std::shared_ptr<session>> sessions_;
+  conn_id next_id_ = 1;
+  bool stopping_ = false;
+  millis last_active_ = 0;
+  int reserve_fd_ = -1;
+  std::string address_;
+};
+
+void session::start() {
+  asio::error_code ec;
+  auto ep = socket_.remote_endpoint(ec);
+  remote_ = ec ? std::string("?") : fmt::format("{}:{}", ep.address().to_string(), ep.port());
+  socket_.set_option(tcp::no_delay(true), ec);
+  socket_.set_option(asio::socket_base::keep_alive(true), ec);
+  auto self = shared_from_this();
+  handshake_timer_.expires_after(srv_.opts().handshake_timeout);
+  handshake_timer_.async_wait([self](asio::error_code e) {
+    if (e || self->hello_ || self->stopped_) return;
+    self->srv_.event(fmt::format("bad client {}: no HELLO within the handshake timeout", self->remote_));
+    self->send(proto::format_reply(proto::error_reply{proto::error_kind::timeout, "no HELLO in time"}), true);
+  });
+  asio::co_spawn(socket_.get_executor(), [self] { return self->reader(); }, asio::detached);
+  asio::co_spawn(socket_.get_executor(), [self] { return self->writer(); }, asio::detached);
+}
+
+void session::send(std::string bytes, bool close_after) {
+  if (stopped_ || close_after_flush_) return;
+  outbox_bytes_ += bytes.size();
+  outbox_.push_back(std::move(bytes));
+  if (close_after) close_after_flush_ = true;
+  if (outbox_bytes_ > max_outbox_bytes) {
+    srv_.event(fmt::format("bad client {}: it does not read its replies; closing", remote_));
+    stop();
+    return;
+  }
+  write_signal_.cancel_one();
+}
+
+void session::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  asio::error_code ec;
+  socket_.shutdown(tcp::socket::shutdown_both, ec);
+  socket_.close(ec);
+  write_signal_.cancel();
+  handshake_timer_.cancel();
+  output out;
+  srv_.state().leave(id_, false, srv_.now(), out);
+  srv_.apply(out);
+  srv_.remove(id_);  // may destroy *this once the coroutines finish; they hold shared_ptrs
+}
+
+awaitable<void> session::reader() {
+  auto self = shared_from_this();
+  char buf[4096];
+  try {
+    while (!stopped_) {
+      std::size_t n = co_await socket_.async_read_some(asio::buffer(buf), use_awaitable);
+      splitter_.feed(std::string_view(buf, n));
+      while (!stopped_ && !close_after_flush_) {
+        auto l = splitter_.next();
+        if (!l) break;
+        handle_line(*l);
+      }
+      if (splitter_.overflow() && !close_after_flush_) {
+        srv_.event(fmt::format("bad client {}: line longer than {} bytes", remote_, proto::max_line));
+        send(proto::format_reply(proto::error_reply{
+                 proto::error_kind::toolong, fmt::format("line longer than {} bytes", proto::max_line)}),
+             true);
+      }
+      if (close_after_flush_) {
+        // Stop reading; the writer closes after the last reply.
+        break;
+      }
+    }
+  } catch (const std::exception&) {
+    // EOF, reset, or closed by stop(): the participant is gone.
+  }
+  if (!close_after_flush_) stop();
+}
+
+awaitable<void> session::writer() {
+  auto self = shared_from_this();
+  try {
+    while (!stopped_) {
+      if (outbox_.empty()) {
+        if (close_after_flush_) break;
+        asio::error_code ec;
+        co_await write_signal_.async_wait(asio::redirect_error(use_awaitable, ec));
+        continue;
+      }
+      // Write everything queued in one go.
+      std::string chunk;
+      while (!outbox_.empty()) {
+        chunk += outbox_.front();
+        outbox_.pop_front();
+      }
+      outbox_bytes_ = 0;
+      co_await asio::async_write(socket_, asio::buffer(chunk), use_awaitable);
+    }
+  } catch (const std::exception&) {
+  }
+  stop();
+}
+
+void session::handle_line(const std::string& raw) {
+  auto parsed = proto::parse_request(raw);
+  if (auto* err = std::get_if<proto::request_error>(&parsed)) {
+    srv_.event(fmt::format("bad client {}: {}: {}", remote_, proto::to_string(err->kind), err->text));
+    send(proto::format_reply(proto::error_reply{err->kind, err->text}), proto::closes_connection(err->kind));
+    return;
+  }
+  auto& req = std::get<proto::request>(parsed);
+  output out;
+  millis now = srv_.now();
+  if (!hello_) {
+    auto* h = std::get_if<proto::hello>(&req);
+    if (!h) {
+      srv_.event(fmt::format("bad client {}: first line was not HELLO", remote_));
+      send(proto::format_reply(proto::error_reply{proto::error_kind::handshake,
+                                                  "the first line must be HELLO v=1 (see docs/protocol.md)"}),
+           true);
+      return;
+    }
+    if (h->version < 1 || h->version > protocol_version) {
+      std::string text = fmt::format(
+          "this host speaks protocol version {}, the client asked for {}; use matching tfbarrier versions",
+          protocol_version, h->version);
+      srv_.event(fmt::format("bad client {}: {}", remote_, text));
+      send(proto::format_reply(proto::error_reply{proto::error_kind::version, text}), true);
+      return;
+    }
+    hello_ = true;
+    handshake_timer_.cancel();
+    peer_ = {h->host, h->pid};
+    send(proto::format_reply(
+             proto::hello_reply{protocol_version, fmt::format("tfbarrier/{}", tfb::version), "none"}),
+         false);
+    return;
+  }
+  std::visit(
+      [&](const auto& m) {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, proto::hello>) {
+          send(proto::format_reply(proto::error_reply{proto::error_kind::badrequest, "HELLO was already sent"}), true);
+        } else if constexpr (std::is_same_v<T, proto::arrive> || std::is_same_v<T, proto::decide>) {
+          if (arrived_) {
+            send(proto::format_reply(proto::error_reply{proto::error_kind::badrequest,
+                                                        "one ARRIVE or DECIDE per connection"}),
+                 true);
+            return;
+          }
+          arrived_ = true;
+          if constexpr (std::is_same_v<T, proto::arrive>)
+            srv_.state().arrive(id_, m, peer_, now, out);
+          else
+            srv_.state().decide(id_, m, peer_, now, out);
+          // A request that was refused leaves the connection free for another try.
+          for (auto& e : out.sends)
+            if (e.to == id_ && std::holds_alternative<proto::error_reply>(e.msg)) arrived_ = false;
+        } else if constexpr (std::is_same_v<T, proto::abort_req>) {
+          srv_.state().abort(id_, m, now, out);
+        } else if constexpr (std::is_same_v<T, proto::status_req>) {
+          out.sends.push_back({id_, srv_.state().status(m, now)});
+        } else if constexpr (std::is_same_v<T, proto::leave>) {
+          srv_.state().leave(id_, true, now, out);
+        }
+      },
+      req);
+  srv_.apply(out);
+}
+
+bool server::listen(std::string& error) {
+  std::string host, port;
+  if (!split_host_port(opts_.listen, host, port)) {
+    error = fmt::format("cannot listen on '{}': expected HOST:PORT, :PORT or [IPv6]:PORT", opts_.listen);
+    return false;
+  }
+  asio::error_code ec;
+  tcp::endpoint ep;
+  if (host.empty()) {
+    ep = tcp::endpoint(tcp::v4(), static_cast<unsigned short>(std::stoi(port)));
+  } else {
+    tcp::resolver resolver(io_);
+    auto results = resolver.resolve(host, port, tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+    if (ec || results.empty()) {
+      error = fmt::format("cannot listen on {}: cannot resolve '{}': {}", opts_.listen, host, ec.message());
+      return false;
+    }
+    ep = results.begin()->endpoint();
+  }
+  acceptor_.open(ep.protocol(), ec);
+  if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(ep, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    error = fmt::format("cannot listen on {}: {}", opts_.listen, ec.message());
+    if (ec == asio::error::address_in_use)
+      error += "; another host (or program) has that port: pick another with --listen HOST:PORT (port 0 picks a free one)";
+    return false;
+  }
+  auto local = acceptor_.local_endpoint(ec);
+  std::string a = local.address().to_string();
+  if (local.address().is_v6()) a = "[" + a + "]";
+  address_ = fmt::format("{}:{}", a, local.port());
+  // Keep one descriptor in reserve so a newcomer past the limit can be told why.
+  reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  return true;
+}
+
+void server::run_loops() {
+  asio::co_spawn(io_, accept_loop(), asio::detached);
+  asio::co_spawn(io_, prune_loop(), asio::detached);
+  if (opts_.idle_exit) asio::co_spawn(io_, idle_loop(), asio::detached);
+  signals_.async_wait([this](asio::error_code ec, int sig) {
+    if (ec) return;
+    begin_shutdown(sig == SIGINT ? "SIGINT" : "SIGTERM");
+  });
+}
+
+awaitable<void> server::accept_loop() {
+  while (!stopping_) {
+    asio::error_code ec;
+    tcp::socket s = co_await acceptor_.async_accept(asio::redirect_error(use_awaitable, ec));
+    if (stopping_) break;
+    if (ec) {
+      if (ec == asio::error::no_descriptors || ec.value() == ENFILE) {
+        // Out of descriptors: use the reserve to tell the newcomer, then go on.
+        if (reserve_fd_ >= 0) {
+          ::close(reserve_fd_);
+          reserve_fd_ = -1;
+          asio::error_code ec2;
+          tcp::socket late = acceptor_.accept(ec2);
+          if (!ec2) {
+            std::string msg = proto::format_reply(proto::error_reply{
+                proto::error_kind::busy,
+                "the host is out of file descriptors; raise its limit (ulimit -n) or use fewer participants per host"});
+            asio::write(late, asio::buffer(msg), ec2);
+            late.close(ec2);
+          }
+          reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+        }
+        struct rlimit rl{};
+        getrlimit(RLIMIT_NOFILE, &rl);
+        log(fmt::format("warning: out of file descriptors ({} open, limit {}): refusing a newcomer",
+                        sessions_.size(), rl.rlim_cur));
+        asio::steady_timer t(io_, 50ms);
+        co_await t.async_wait(asio::redirect_error(use_awaitable, ec));
+        continue;
+      }
+      if (ec == asio::error::operation_aborted) break;
+      log(fmt::format("warning: accept failed: {}", ec.message()));
+      continue;
+    }
+    conn_id id = next_id_++;
+    auto sess = std::make_shared<session>(*this, std::move(s), id);
+    sessions_.emplace(id, sess);
+    sess->start();
+  }
+}
+
+awaitable<void> server::prune_loop() {
+  while (!stopping_) {
+    asio::error_code ec;
+    prune_timer_.expires_after(std::min<duration>(opts_.forget_after, std::chrono::minutes(1)));
+    co_await prune_timer_.async_wait(asio::redirect_error(use_awaitable, ec));
+    if (ec || stopping_) break;
+    state_.prune(now(), opts_.forget_after.count());
+  }
+}
+
+awaitable<void> server::idle_loop() {
+  last_active_ = now();
+  while (!stopping_) {
+    asio::error_code ec;
+    idle_timer_.expires_after(std::max<duration>(*opts_.idle_exit / 10, 100ms));
+    co_await idle_timer_.async_wait(asio::redirect_error(use_awaitable, ec));
+    if (ec || stopping_) break;
+    if (state_.active()) {
+      last_active_ = now();
+      continue;
+    }
+    if (now() - last_active_ >= opts_.idle_exit->count()) {
+      begin_shutdown(fmt::format("idle for {}", format_duration(*opts_.idle_exit)));
+      break;
+    }
+  }
+}
+
+void server::begin_shutdown(std::string_view why) {
+  if (stopping_) return;
+  stopping_ = true;
+  log(fmt::format("shutting down ({}); {} connections open", why, sessions_.size()));
+  asio::error_code ec;
+  acceptor_.close(ec);
+  output out;
+  state_.shutdown(fmt::format("the host at {} is shutting down ({})", address_, why), out);
+  for (auto& e : out.sends) {
+    auto it = sessions_.find(e.to);
+    if (it != sessions_.end()) it->second->send(proto::format_reply(e.msg), true);
+  }
+  // Connections that wait for nothing are closed now; the others after their SHUTDOWN line.
+  std::vector<std::shared_ptr<session>> all;
+  for (auto& [id, s] : sessions_) all.push_back(s);
+  for (auto& s : all) s->send(std::string(), true);
+  // Bound the flush: a client that reads nothing must not hold the host.
+  shutdown_timer_.expires_after(2s);
+  shutdown_timer_.async_wait([this](asio::error_code timer_ec) {
+    if (timer_ec) return;
+    std::vector<std::shared_ptr<session>> left;
+    for (auto& [id, s] : sessions_) left.push_back(s);
+    for (auto& s : left) s->stop();
+    finish();
+  });
+  if (sessions_.empty()) finish();
+}
+
+void raise_fd_limit() {
+  struct rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+}  // namespace
+
+int run_host(const host_options& o, std::string& error) {
+  raise_fd_limit();
+  asio::io_context io(1);
+  server srv(io, o);
+  if (!srv.listen(error)) return 69;
+  srv.log(fmt::format("tfbarrier {} listening on {} (protocol {})", tfb::version, srv.address(), protocol_version));
+  if (o.on_listening) o.on_listening(srv.address());
+  srv.run_loops();
+  io.run();
+  srv.log("stopped");
+  return 0;
+}
+
+}  // namespace tfb

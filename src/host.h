@@ -1,0 +1,31 @@
+#pragma once
+// `tfbarrier serve`: the rendezvous host. One io_context, one thread,
+// coroutines; the barrier rules live in barrier.h.
+#include <cstdio>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "duration.h"
+
+namespace tfb {
+
+struct host_options {
+  std::string listen = "127.0.0.1:7727";
+  std::optional<duration> idle_exit;  ///< leave when no barrier was active this long
+  duration forget_after = std::chrono::hours(1);  ///< forget idle barriers (and aborts) after this
+  duration handshake_timeout = std::chrono::seconds(10);
+  bool quiet = false;                 ///< log only warnings, not every arrival
+  std::FILE* log = stderr;
+  /// Called once listening, with the real address ("127.0.0.1:40123").
+  std::function<void(const std::string& addr)> on_listening;
+};
+
+/// Runs the host until SIGINT/SIGTERM (or idle exit). Returns an exit code;
+/// on failure to listen sets error to a full sentence.
+int run_host(const host_options& o, std::string& error);
+
+/// Splits "HOST:PORT", ":PORT", "[v6]:PORT". Empty host means all interfaces.
+bool split_host_port(const std::string& s, std::string& host, std::string& port);
+
+}  // namespace tfb

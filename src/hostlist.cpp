@@ -1,0 +1,383 @@
+#include "hostlist.h"
+
+#include <algorithm>
+#include <charconv>
+#include <fmt/format.h>
+#include <limits>
+#include <optional>
+
+// Grammar (a superset of what Slurm prints in SLURM_JOB_NODELIST):
+//
+//   list    := item ("," item)*
+//   item    := (literal | group)+           at least one character
+//   group   := "[" range ("," range)* "]"
+//   range   := digits ["-" digits]          lo <= hi
+//   literal := any printable byte except space, ",", "[", "]"
+//
+// Several groups expand as Slurm does: the leftmost group varies slowest.
+// Each range is zero-padded to the width of its lower bound ("08-11" -> 08..11,
+// "8-011" -> 8..11). Names come out in the order written, duplicates kept.
+// Text after the last group ("n[1-2]-ib") is accepted; Slurm itself rejects it.
+
+namespace tfb {
+namespace {
+
+/// Past this many bytes of expanded names, an error (guards "a...a[1-1000000]").
+constexpr std::size_t max_hostlist_bytes = std::size_t{64} << 20;
+/// Longer expressions are cut in error messages.
+constexpr std::size_t max_quoted = 80;
+
+struct num_range {
+  std::uint64_t lo = 0;
+  std::uint64_t hi = 0;
+  std::size_t width = 0;  ///< digits of the lower bound as written
+};
+
+using group = std::vector<num_range>;
+
+/// One comma-separated item: literals.size() == groups.size() + 1.
+struct pattern {
+  std::vector<std::string_view> literals;
+  std::vector<group> groups;
+};
+
+struct parsed_list {
+  std::vector<pattern> items;
+  std::size_t count = 0;
+};
+
+std::string quote_text(std::string_view s) {
+  std::string out = "\"";
+  std::size_t n = 0;
+  for (char c : s) {
+    if (n++ == max_quoted) {
+      out += "...";
+      break;
+    }
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      out += fmt::format("\\x{:02x}", u);
+    } else if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+  return out;
+}
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_space_or_control(char c) {
+  auto u = static_cast<unsigned char>(c);
+  return u <= 0x20 || u == 0x7f;
+}
+
+std::size_t digit_count(std::uint64_t v) {
+  std::size_t n = 1;
+  while (v >= 10) {
+    v /= 10;
+    ++n;
+  }
+  return n;
+}
+
+/// a * b, saturating at SIZE_MAX.
+std::size_t sat_mul(std::size_t a, std::size_t b) {
+  if (a != 0 && b > std::numeric_limits<std::size_t>::max() / a) return std::numeric_limits<std::size_t>::max();
+  return a * b;
+}
+std::size_t sat_add(std::size_t a, std::size_t b) {
+  if (b > std::numeric_limits<std::size_t>::max() - a) return std::numeric_limits<std::size_t>::max();
+  return a + b;
+}
+
+class list_parser {
+ public:
+  list_parser(std::string_view expr, std::string& error) : expr_(expr), error_(error) {}
+
+  /// Parses and sizes the whole expression without expanding it.
+  std::optional<parsed_list> run() {
+    if (expr_.empty()) return fail("it is empty");
+    parsed_list out;
+    std::size_t total_bytes = 0;
+    while (true) {
+      auto item = parse_item();
+      if (!item) return std::nullopt;
+      std::size_t count = 1;
+      std::size_t longest = 0;  // upper bound on one name's length
+      for (auto lit : item->literals) longest += lit.size();
+      for (const auto& g : item->groups) {
+        std::size_t in_group = 0;
+        std::size_t widest = 0;
+        for (const auto& r : g) {
+          // hi - lo + 1 cannot overflow past max_hostlist_hosts: checked per range.
+          in_group = sat_add(in_group, static_cast<std::size_t>(r.hi - r.lo) + 1);
+          widest = std::max({widest, r.width, digit_count(r.hi)});
+        }
+        count = sat_mul(count, in_group);
+        longest = sat_add(longest, widest);
+      }
+      out.count = sat_add(out.count, count);
+      if (out.count > max_hostlist_hosts)
+        return fail(fmt::format("it expands to more than {} names", max_hostlist_hosts));
+      total_bytes = sat_add(total_bytes, sat_mul(count, longest));
+      if (total_bytes > max_hostlist_bytes)
+        return fail(fmt::format("its names would take more than {} MiB", max_hostlist_bytes >> 20));
+      out.items.push_back(std::move(*item));
+      if (pos_ == expr_.size()) break;
+      ++pos_;  // the comma
+    }
+    return out;
+  }
+
+ private:
+  std::nullopt_t fail(const std::string& why) {
+    error_ = fmt::format("bad host list {}: {}", quote_text(expr_), why);
+    return std::nullopt;
+  }
+  std::nullopt_t fail_at(std::size_t at, const std::string& why) {
+    error_ = fmt::format("bad host list {} at character {}: {}", quote_text(expr_), at + 1, why);
+    return std::nullopt;
+  }
+  std::nullopt_t unclosed(std::size_t open) { return fail_at(open, "the '[' is never closed"); }
+
+  std::optional<pattern> parse_item() {
+    pattern p;
+    std::size_t start = pos_;
+    std::size_t lit_start = pos_;
+    while (pos_ < expr_.size() && expr_[pos_] != ',') {
+      char c = expr_[pos_];
+      if (is_space_or_control(c))
+        return fail_at(pos_, "whitespace or a control character (host lists have no spaces)");
+      if (c == ']') return fail_at(pos_, "a ']' without its '['");
+      if (c == '[') {
+        p.literals.push_back(expr_.substr(lit_start, pos_ - lit_start));
+        auto g = parse_group();
+        if (!g) return std::nullopt;
+        p.groups.push_back(std::move(*g));
+        lit_start = pos_;
+        continue;
+      }
+      ++pos_;
+    }
+    if (pos_ == start) return fail_at(start, "an empty name");
+    p.literals.push_back(expr_.substr(lit_start, pos_ - lit_start));
+    return p;
+  }
+
+  // At '['; leaves pos_ after the matching ']'.
+  std::optional<group> parse_group() {
+    std::size_t open = pos_++;
+    group g;
+    while (true) {
+      auto r = parse_range(open);
+      if (!r) return std::nullopt;
+      g.push_back(*r);
+      if (pos_ >= expr_.size()) return unclosed(open);
+      char c = expr_[pos_];
+      if (c == ']') {
+        ++pos_;
+        return g;
+      }
+      if (c == ',') {
+        ++pos_;
+        continue;
+      }
+      return bad_char(open, "',' or ']'");
+    }
+  }
+
+  std::nullopt_t bad_char(std::size_t open, std::string_view expected) {
+    if (pos_ >= expr_.size()) return unclosed(open);
+    char c = expr_[pos_];
+    if (c == '[') return fail_at(pos_, "a '[' inside brackets");
+    if (is_space_or_control(c)) return fail_at(pos_, "whitespace or a control character (host lists have no spaces)");
+    return fail_at(pos_, fmt::format("'{}' where {} belongs", c, expected));
+  }
+
+  std::optional<num_range> parse_range(std::size_t open) {
+    num_range r;
+    std::size_t lo_start = pos_;
+    auto lo = parse_number(open, false);
+    if (!lo) return std::nullopt;
+    r.lo = *lo;
+    r.hi = *lo;
+    r.width = pos_ - lo_start;
+    if (pos_ < expr_.size() && expr_[pos_] == '-') {
+      ++pos_;
+      auto hi = parse_number(open, true);
+      if (!hi) return std::nullopt;
+      r.hi = *hi;
+      if (r.hi < r.lo)
+        return fail_at(lo_start, fmt::format("the range {} is reversed; write {}-{}",
+                                             expr_.substr(lo_start, pos_ - lo_start),
+                                             expr_.substr(lo_start + r.width + 1, pos_ - lo_start - r.width - 1),
+                                             expr_.substr(lo_start, r.width)));
+    }
+    if (r.hi - r.lo >= max_hostlist_hosts)
+      return fail_at(lo_start, fmt::format("the range {} holds more than {} names",
+                                           expr_.substr(lo_start, pos_ - lo_start), max_hostlist_hosts));
+    return r;
+  }
+
+  std::optional<std::uint64_t> parse_number(std::size_t open, bool upper) {
+    std::size_t start = pos_;
+    while (pos_ < expr_.size() && is_digit(expr_[pos_])) ++pos_;
+    if (pos_ == start) {
+      if (pos_ >= expr_.size()) return unclosed(open);
+      char c = expr_[pos_];
+      if (upper && (c == ']' || c == ',' || c == '-')) return fail_at(pos_, "a range without its upper bound");
+      if (c == '-') return fail_at(pos_, "a range without its lower bound (negative numbers are not allowed)");
+      if (c == ']' && pos_ == open + 1) return fail_at(open, "empty brackets");
+      if (c == ']' || c == ',') return fail_at(pos_, "an empty range");
+      return bad_char(open, upper ? "a digit" : "a digit or ']'");
+    }
+    std::uint64_t v = 0;
+    auto [p, ec] = std::from_chars(expr_.data() + start, expr_.data() + pos_, v);
+    if (ec != std::errc{} || p != expr_.data() + pos_)
+      return fail_at(start, fmt::format("the number {} is too large", expr_.substr(start, pos_ - start)));
+    return v;
+  }
+
+  std::string_view expr_;
+  std::string& error_;
+  std::size_t pos_ = 0;
+};
+
+void append_padded(std::string& out, std::uint64_t v, std::size_t width) {
+  char buf[24];
+  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  (void)ec;
+  auto digits = static_cast<std::size_t>(p - buf);
+  if (digits < width) out.append(width - digits, '0');
+  out.append(buf, digits);
+}
+
+/// Where the odometer stands in one group.
+struct cursor {
+  std::size_t range = 0;
+  std::uint64_t value = 0;
+};
+
+std::string name_at(const pattern& p, const std::vector<cursor>& at) {
+  std::string name;
+  for (std::size_t g = 0; g < p.groups.size(); ++g) {
+    name += p.literals[g];
+    append_padded(name, at[g].value, p.groups[g][at[g].range].width);
+  }
+  name += p.literals.back();
+  return name;
+}
+
+void expand_pattern(const pattern& p, std::vector<std::string>& out) {
+  std::vector<cursor> at(p.groups.size());
+  for (std::size_t g = 0; g < p.groups.size(); ++g) at[g] = {0, p.groups[g][0].lo};
+  while (true) {
+    out.push_back(name_at(p, at));
+    // Advance the rightmost group; carry leftwards.
+    std::size_t g = p.groups.size();
+    while (g > 0) {
+      --g;
+      cursor& c = at[g];
+      const group& grp = p.groups[g];
+      if (c.value < grp[c.range].hi) {
+        ++c.value;
+        break;
+      }
+      if (c.range + 1 < grp.size()) {
+        ++c.range;
+        c.value = grp[c.range].lo;
+        break;
+      }
+      c = {0, grp[0].lo};
+      if (g == 0) return;
+    }
+    if (p.groups.empty()) return;
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> expand_hostlist(std::string_view expr, std::string& error) {
+  auto parsed = list_parser(expr, error).run();
+  if (!parsed) return {};
+  std::vector<std::string> out;
+  out.reserve(parsed->count);
+  for (const auto& item : parsed->items) expand_pattern(item, out);
+  return out;
+}
+
+std::string first_host(std::string_view expr, std::string& error) {
+  auto parsed = list_parser(expr, error).run();
+  if (!parsed) return {};
+  const pattern& p = parsed->items.front();
+  std::vector<cursor> at(p.groups.size());
+  for (std::size_t g = 0; g < p.groups.size(); ++g) at[g] = {0, p.groups[g][0].lo};
+  return name_at(p, at);
+}
+
+std::vector<std::uint32_t> expand_tasks_per_node(std::string_view expr, std::string& error) {
+  auto fail = [&](std::size_t at, const std::string& why) {
+    error = fmt::format("bad tasks-per-node list {} at character {}: {} (write counts like \"4,1(x2)\")",
+                        quote_text(expr), at + 1, why);
+    return std::vector<std::uint32_t>{};
+  };
+  if (expr.empty()) {
+    error = "bad tasks-per-node list \"\": it is empty (write counts like \"4,1(x2)\")";
+    return {};
+  }
+  std::vector<std::uint32_t> out;
+  std::size_t pos = 0;
+  auto number = [&](std::uint32_t& v) -> bool {
+    std::size_t start = pos;
+    while (pos < expr.size() && is_digit(expr[pos])) ++pos;
+    if (pos == start) return false;
+    auto [p, ec] = std::from_chars(expr.data() + start, expr.data() + pos, v);
+    return ec == std::errc{} && p == expr.data() + pos;
+  };
+  auto describe = [&](std::size_t at) -> std::string {
+    if (at >= expr.size()) return "the list ends";
+    char c = expr[at];
+    if (is_space_or_control(c)) return c == ' ' ? "a space" : "whitespace or a control character";
+    return fmt::format("'{}'", c);
+  };
+  while (true) {
+    std::size_t start = pos;
+    std::uint32_t count = 0;
+    if (!number(count)) {
+      if (pos > start) return fail(start, "the count is too large");
+      if (pos < expr.size() && expr[pos] == ',') return fail(pos, "an empty entry");
+      if (pos >= expr.size()) return fail(pos, "an empty entry");
+      return fail(pos, describe(pos) + " where a count belongs");
+    }
+    std::uint32_t times = 1;
+    if (pos < expr.size() && expr[pos] == '(') {
+      std::size_t open = pos;
+      if (pos + 1 >= expr.size() || expr[pos + 1] != 'x') return fail(pos + 1, describe(pos + 1) + " where 'x' belongs");
+      pos += 2;
+      std::size_t rep_start = pos;
+      if (!number(times)) {
+        if (pos > rep_start) return fail(rep_start, "the repetition is too large");
+        return fail(pos, describe(pos) + " where a repetition count belongs");
+      }
+      if (times == 0) return fail(rep_start, "a repetition of 0");
+      if (pos >= expr.size() || expr[pos] != ')') {
+        if (pos >= expr.size()) return fail(open, "a '(' that is never closed");
+        return fail(pos, describe(pos) + " where ')' belongs");
+      }
+      ++pos;
+    }
+    if (times > max_hostlist_hosts - out.size())
+      return fail(start, fmt::format("it expands to more than {} entries", max_hostlist_hosts));
+    out.insert(out.end(), times, count);
+    if (pos == expr.size()) break;
+    if (expr[pos] != ',') return fail(pos, describe(pos) + " where ',' or '(x' belongs");
+    ++pos;
+    if (pos == expr.size()) return fail(pos, "an empty entry");
+  }
+  return out;
+}
+
+}  // namespace tfb

@@ -1,0 +1,634 @@
+#include "protocol.h"
+
+#include <charconv>
+#include <fmt/format.h>
+
+namespace tfb::proto {
+namespace {
+
+bool is_key_char(char c) { return (c >= 'a' && c <= 'z') || c == '_'; }
+bool is_verb_char(char c) { return c >= 'A' && c <= 'Z'; }
+bool is_name_char(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == ':' || c == '-';
+}
+
+template <class T>
+std::optional<T> to_uint(std::string_view s) {
+  T v{};
+  if (s.empty() || s.size() > 20) return std::nullopt;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc{} || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+std::string opt_num(const std::optional<std::uint32_t>& v) { return v ? std::to_string(*v) : "-"; }
+
+void add(line& l, std::string key, std::string value) {
+  l.fields.emplace_back(std::move(key), value.empty() ? "-" : std::move(value));
+}
+
+struct field_error {
+  std::string text;
+};
+
+// Typed access to fields, collecting the first error.
+class reader {
+ public:
+  explicit reader(const line& l) : l_(l) {}
+  std::string required(std::string_view key) {
+    const std::string* v = l_.get(key);
+    if (!v) {
+      fail(fmt::format("{} needs the field {}=", l_.verb, key));
+      return {};
+    }
+    return *v;
+  }
+  std::string optional_str(std::string_view key, std::string fallback = {}) {
+    const std::string* v = l_.get(key);
+    if (!v || *v == "-") return fallback;
+    return *v;
+  }
+  std::optional<std::uint32_t> optional_u32(std::string_view key, std::uint32_t max) {
+    const std::string* v = l_.get(key);
+    if (!v || *v == "-") return std::nullopt;
+    auto n = to_uint<std::uint32_t>(*v);
+    if (!n || *n > max) {
+      fail(fmt::format("{}={} is not a number from 0 to {}", key, *v, max));
+      return std::nullopt;
+    }
+    return n;
+  }
+  std::uint64_t u64(std::string_view key) {
+    std::string s = required(key);
+    if (!ok()) return 0;
+    auto n = to_uint<std::uint64_t>(s);
+    if (!n) fail(fmt::format("{}={} is not a number", key, s));
+    return n.value_or(0);
+  }
+  bool flag(std::string_view key, bool fallback) {
+    const std::string* v = l_.get(key);
+    if (!v || *v == "-") return fallback;
+    if (*v == "1") return true;
+    if (*v == "0") return false;
+    fail(fmt::format("{}={} must be 0 or 1", key, *v));
+    return fallback;
+  }
+  void fail(std::string text) {
+    if (!error_) error_ = std::move(text);
+  }
+  bool ok() const { return !error_; }
+  const std::string& error() const { return *error_; }
+
+ private:
+  const line& l_;
+  std::optional<std::string> error_;
+};
+
+std::string check_name(reader& r, std::string_view key, bool allow_empty) {
+  std::string v = r.required(key);
+  if (!r.ok()) return {};
+  if (v == "-" && allow_empty) return {};
+  if (!valid_name(v)) r.fail(fmt::format("{}={} is not a valid name (1-128 of A-Z a-z 0-9 . _ : -)", key, v));
+  return v;
+}
+
+}  // namespace
+
+const std::string* line::get(std::string_view key) const {
+  for (const auto& [k, v] : fields)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+bool valid_name(std::string_view s) {
+  if (s.empty() || s.size() > max_name) return false;
+  for (char c : s)
+    if (!is_name_char(c)) return false;
+  return true;
+}
+
+bool valid_id(std::string_view s) {
+  if (s.empty() || s.size() > max_id) return false;
+  for (char c : s)
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))) return false;
+  return true;
+}
+
+bool valid_text(std::string_view s) {
+  if (s.size() > max_text) return false;
+  for (unsigned char c : s)
+    if (c < 0x20 || c == 0x7f) return false;
+  return true;
+}
+
+bool valid_value(std::string_view s) {
+  if (s.empty() || s.size() > max_value) return false;
+  for (unsigned char c : s)
+    if (c <= 0x20 || c >= 0x7f || c == '=') return false;
+  return true;
+}
+
+std::optional<line> parse_line(std::string_view raw, std::string& error) {
+  if (raw.size() + 1 > max_line) {
+    error = fmt::format("line of {} bytes is longer than the limit of {}", raw.size() + 1, max_line);
+    return std::nullopt;
+  }
+  line l;
+  std::size_t i = 0;
+  while (i < raw.size() && raw[i] != ' ') {
+    if (!is_verb_char(raw[i])) {
+      error = "a line must start with an upper-case verb";
+      return std::nullopt;
+    }
+    l.verb.push_back(raw[i++]);
+  }
+  if (l.verb.empty()) {
+    error = "empty line";
+    return std::nullopt;
+  }
+  while (i < raw.size()) {
+    // raw[i] == ' '
+    ++i;
+    if (i < raw.size() && raw[i] == ':') {
+      std::string_view text = raw.substr(i + 1);
+      if (!valid_text(text)) {
+        error = fmt::format("trailing text must be at most {} bytes without control characters", max_text);
+        return std::nullopt;
+      }
+      l.text = std::string(text);
+      return l;
+    }
+    std::size_t end = raw.find(' ', i);
+    if (end == std::string_view::npos) end = raw.size();
+    std::string_view tok = raw.substr(i, end - i);
+    std::size_t eq = tok.find('=');
+    if (eq == std::string_view::npos || eq == 0) {
+      error = fmt::format("expected key=value, got '{}'", tok.substr(0, 64));
+      return std::nullopt;
+    }
+    std::string_view key = tok.substr(0, eq), value = tok.substr(eq + 1);
+    for (char c : key)
+      if (!is_key_char(c)) {
+        error = fmt::format("bad key '{}'", key.substr(0, 64));
+        return std::nullopt;
+      }
+    if (!valid_value(value)) {
+      error = fmt::format("bad value for {}: 1-{} printable bytes without spaces or '='", key, max_value);
+      return std::nullopt;
+    }
+    l.fields.emplace_back(std::string(key), std::string(value));
+    i = end;
+  }
+  return l;
+}
+
+std::string format_line(const line& l) {
+  std::string out = l.verb;
+  for (const auto& [k, v] : l.fields) {
+    out += ' ';
+    out += k;
+    out += '=';
+    out += v.empty() ? "-" : v;
+  }
+  if (l.text && !l.text->empty()) {
+    out += " :";
+    out += *l.text;
+  }
+  out += '\n';
+  return out;
+}
+
+std::string_view to_string(verdict v) {
+  switch (v) {
+    case verdict::continue_: return "continue";
+    case verdict::stop: return "stop";
+    case verdict::none: break;
+  }
+  return "none";
+}
+
+std::optional<verdict> parse_verdict(std::string_view s) {
+  if (s == "continue") return verdict::continue_;
+  if (s == "stop") return verdict::stop;
+  return std::nullopt;
+}
+
+namespace {
+constexpr std::pair<error_kind, std::string_view> kind_names[] = {
+    {error_kind::version, "VERSION"},     {error_kind::handshake, "HANDSHAKE"},
+    {error_kind::toolong, "TOOLONG"},     {error_kind::badrequest, "BADREQUEST"},
+    {error_kind::timeout, "TIMEOUT"},     {error_kind::conflict, "CONFLICT"},
+    {error_kind::needn, "NEEDN"},         {error_kind::ambiguous, "AMBIGUOUS"},
+    {error_kind::aborted, "ABORTED"},     {error_kind::busy, "BUSY"},
+};
+}  // namespace
+
+std::string_view to_string(error_kind k) {
+  for (auto [kind, name] : kind_names)
+    if (kind == k) return name;
+  return "BADREQUEST";
+}
+
+std::optional<error_kind> parse_error_kind(std::string_view s) {
+  for (auto [kind, name] : kind_names)
+    if (name == s) return kind;
+  return std::nullopt;
+}
+
+bool closes_connection(error_kind k) {
+  switch (k) {
+    case error_kind::version:
+    case error_kind::handshake:
+    case error_kind::toolong:
+    case error_kind::badrequest:
+    case error_kind::timeout:
+    case error_kind::busy: return true;
+    default: return false;
+  }
+}
+
+std::variant<request, request_error> parse_request(std::string_view raw) {
+  std::string err;
+  auto l = parse_line(raw, err);
+  if (!l) {
+    if (raw.size() + 1 > max_line) return request_error{error_kind::toolong, err};
+    return request_error{error_kind::badrequest, err};
+  }
+  reader r(*l);
+  request out;
+  if (l->verb == "HELLO") {
+    hello h;
+    std::string v = r.required("v");
+    if (r.ok()) {
+      auto n = to_uint<std::uint32_t>(v);
+      if (!n) r.fail(fmt::format("v={} is not a protocol version", v));
+      h.version = n.value_or(0);
+    }
+    h.host = r.optional_str("host", "?");
+    if (auto pid = r.optional_u32("pid", 0x7fffffff)) h.pid = *pid;
+    out = h;
+  } else if (l->verb == "ARRIVE") {
+    arrive a;
+    a.name = check_name(r, "name", false);
+    a.scope = check_name(r, "scope", false);
+    a.id = r.required("id");
+    if (r.ok() && !valid_id(a.id)) r.fail(fmt::format("id={} is not 1-64 letters and digits", a.id));
+    a.n = r.optional_u32("n", max_n);
+    if (a.n && *a.n == 0) r.fail("n=0: a barrier needs at least one participant");
+    a.rank = r.optional_u32("rank", max_n - 1);
+    a.chief = r.flag("chief", false);
+    if (r.ok() && a.n && a.rank && *a.rank >= *a.n)
+      r.fail(fmt::format("rank={} is not below n={}", *a.rank, *a.n));
+    out = a;
+  } else if (l->verb == "DECIDE") {
+    decide d;
+    d.name = check_name(r, "name", true);
+    d.scope = check_name(r, "scope", false);
+    d.id = r.required("id");
+    if (r.ok() && !valid_id(d.id)) r.fail(fmt::format("id={} is not 1-64 letters and digits", d.id));
+    std::string v = r.required("verdict");
+    if (r.ok()) {
+      auto pv = parse_verdict(v);
+      if (!pv) r.fail(fmt::format("verdict={} must be continue or stop", v));
+      d.v = pv.value_or(verdict::none);
+    }
+    d.n = r.optional_u32("n", max_n);
+    if (d.n && *d.n == 0) r.fail("n=0: a barrier needs at least one participant");
+    d.rank = r.optional_u32("rank", max_n - 1);
+    if (r.ok() && d.n && d.rank && *d.rank >= *d.n)
+      r.fail(fmt::format("rank={} is not below n={}", *d.rank, *d.n));
+    d.wait = r.flag("wait", true);
+    d.message = l->text.value_or("");
+    out = d;
+  } else if (l->verb == "ABORT") {
+    abort_req a;
+    a.scope = check_name(r, "scope", false);
+    a.name = check_name(r, "name", false);
+    a.reason = l->text.value_or("");
+    out = a;
+  } else if (l->verb == "STATUS") {
+    status_req s;
+    std::string scope = r.optional_str("scope", "*");
+    if (scope != "*" && !valid_name(scope)) r.fail(fmt::format("scope={} is not a valid scope", scope));
+    s.scope = scope;
+    s.name = r.optional_str("name");
+    if (!s.name.empty() && !valid_name(s.name)) r.fail(fmt::format("name={} is not a valid name", s.name));
+    s.detail = r.flag("detail", false);
+    out = s;
+  } else if (l->verb == "LEAVE") {
+    out = leave{};
+  } else {
+    return request_error{error_kind::badrequest,
+                         fmt::format("unknown request '{}'; see docs/protocol.md", l->verb.substr(0, 32))};
+  }
+  if (!r.ok()) return request_error{error_kind::badrequest, r.error()};
+  return out;
+}
+
+std::string format_request(const request& req) {
+  line l;
+  std::visit(
+      [&](const auto& m) {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, hello>) {
+          l.verb = "HELLO";
+          add(l, "v", std::to_string(m.version));
+          add(l, "host", m.host);
+          add(l, "pid", std::to_string(m.pid));
+        } else if constexpr (std::is_same_v<T, arrive>) {
+          l.verb = "ARRIVE";
+          add(l, "name", m.name);
+          add(l, "scope", m.scope);
+          add(l, "id", m.id);
+          add(l, "n", opt_num(m.n));
+          add(l, "rank", opt_num(m.rank));
+          add(l, "chief", m.chief ? "1" : "0");
+        } else if constexpr (std::is_same_v<T, decide>) {
+          l.verb = "DECIDE";
+          add(l, "scope", m.scope);
+          add(l, "id", m.id);
+          add(l, "verdict", std::string(to_string(m.v)));
+          add(l, "name", m.name);
+          add(l, "n", opt_num(m.n));
+          add(l, "rank", opt_num(m.rank));
+          add(l, "wait", m.wait ? "1" : "0");
+          if (!m.message.empty()) l.text = m.message;
+        } else if constexpr (std::is_same_v<T, abort_req>) {
+          l.verb = "ABORT";
+          add(l, "scope", m.scope);
+          add(l, "name", m.name);
+          if (!m.reason.empty()) l.text = m.reason;
+        } else if constexpr (std::is_same_v<T, status_req>) {
+          l.verb = "STATUS";
+          add(l, "scope", m.scope);
+          add(l, "name", m.name);
+          add(l, "detail", m.detail ? "1" : "0");
+        } else {
+          l.verb = "LEAVE";
+        }
+      },
+      req);
+  return format_line(l);
+}
+
+std::string format_ranges(const std::vector<std::uint32_t>& sorted, std::size_t max_ranges) {
+  std::string out;
+  std::size_t ranges = 0;
+  for (std::size_t i = 0; i < sorted.size();) {
+    std::size_t j = i;
+    while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
+    if (ranges == max_ranges) {
+      out += "+";
+      return out;
+    }
+    if (!out.empty()) out += ',';
+    if (j == i)
+      out += std::to_string(sorted[i]);
+    else
+      out += fmt::format("{}-{}", sorted[i], sorted[j]);
+    ++ranges;
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string format_reply(const reply& rep) {
+  std::string out;
+  std::visit(
+      [&](const auto& m) {
+        using T = std::decay_t<decltype(m)>;
+        line l;
+        if constexpr (std::is_same_v<T, hello_reply>) {
+          l.verb = "HELLO";
+          add(l, "v", std::to_string(m.version));
+          add(l, "server", m.server);
+          add(l, "auth", m.auth);
+        } else if constexpr (std::is_same_v<T, waiting>) {
+          l.verb = "WAITING";
+          add(l, "name", m.name);
+          add(l, "gen", std::to_string(m.gen));
+          add(l, "arrived", std::to_string(m.arrived));
+          add(l, "n", opt_num(m.n));
+        } else if constexpr (std::is_same_v<T, release>) {
+          l.verb = "RELEASE";
+          add(l, "name", m.name);
+          add(l, "gen", std::to_string(m.gen));
+          add(l, "verdict", std::string(to_string(m.v)));
+          if (m.delivered) add(l, "delivered", std::to_string(*m.delivered));
+          if (!m.message.empty()) l.text = m.message;
+        } else if constexpr (std::is_same_v<T, all_here>) {
+          l.verb = "ALLHERE";
+          add(l, "name", m.name);
+          add(l, "gen", std::to_string(m.gen));
+          add(l, "arrived", std::to_string(m.arrived));
+          add(l, "n", std::to_string(m.n));
+        } else if constexpr (std::is_same_v<T, aborted>) {
+          l.verb = "ABORTED";
+          add(l, "name", m.name);
+          add(l, "gen", std::to_string(m.gen));
+          if (m.notified) add(l, "notified", std::to_string(*m.notified));
+          if (!m.reason.empty()) l.text = m.reason;
+        } else if constexpr (std::is_same_v<T, decided>) {
+          l.verb = "DECIDED";
+          add(l, "name", m.name);
+          add(l, "gen", std::to_string(m.gen));
+          add(l, "verdict", std::string(to_string(m.v)));
+          add(l, "arrived", std::to_string(m.arrived));
+          add(l, "n", opt_num(m.n));
+        } else if constexpr (std::is_same_v<T, left>) {
+          l.verb = "LEFT";
+          add(l, "name", m.name);
+          add(l, "gen", std::to_string(m.gen));
+        } else if constexpr (std::is_same_v<T, shutdown>) {
+          l.verb = "SHUTDOWN";
+          if (!m.text.empty()) l.text = m.text;
+        } else if constexpr (std::is_same_v<T, error_reply>) {
+          l.verb = "ERR";
+          // The kind is a bare word after the verb: "ERR CONFLICT :text".
+          std::string s = fmt::format("ERR {}", to_string(m.kind));
+          if (!m.text.empty()) {
+            std::string text = m.text.substr(0, max_text);
+            s += " :" + text;
+          }
+          out += s + "\n";
+          return;
+        } else if constexpr (std::is_same_v<T, status_reply>) {
+          for (const auto& b : m.barriers) {
+            line bl;
+            bl.verb = "BARRIER";
+            add(bl, "scope", b.scope);
+            add(bl, "name", b.name);
+            add(bl, "gen", std::to_string(b.gen));
+            add(bl, "state", b.state);
+            add(bl, "n", opt_num(b.n));
+            add(bl, "arrived", std::to_string(b.arrived));
+            add(bl, "chief", b.chief ? "1" : "0");
+            add(bl, "verdict", std::string(to_string(b.v)));
+            add(bl, "age_ms", std::to_string(b.age_ms));
+            if (!b.reason.empty()) bl.text = b.reason;
+            out += format_line(bl);
+            std::size_t count = 0;
+            for (const auto& mem : b.members) {
+              if (++count > max_member_lines) break;
+              line ml;
+              ml.verb = "MEMBER";
+              add(ml, "rank", opt_num(mem.rank));
+              add(ml, "host", mem.host);
+              add(ml, "pid", std::to_string(mem.pid));
+              add(ml, "chief", mem.chief ? "1" : "0");
+              add(ml, "age_ms", std::to_string(mem.age_ms));
+              out += format_line(ml);
+            }
+            if (b.missing) {
+              line ms;
+              ms.verb = "MISSING";
+              add(ms, "ranks", *b.missing);
+              out += format_line(ms);
+            }
+          }
+          out += "END\n";
+          return;
+        }
+        out += format_line(l);
+      },
+      rep);
+  return out;
+}
+
+namespace {
+std::optional<std::uint32_t> opt_field(reader& r, std::string_view key) { return r.optional_u32(key, 0xffffffffu); }
+}  // namespace
+
+std::optional<reply> reply_reader::feed(std::string_view raw, std::string& error) {
+  // ERR lines have a bare kind word: handle before the key=value parser.
+  if (raw.starts_with("ERR ") || raw == "ERR") {
+    std::string_view rest = raw.size() > 4 ? raw.substr(4) : std::string_view{};
+    std::string_view kind = rest.substr(0, rest.find(' '));
+    std::string text;
+    auto colon = rest.find(" :");
+    if (colon != std::string_view::npos) text = std::string(rest.substr(colon + 2));
+    auto k = parse_error_kind(kind);
+    return error_reply{k.value_or(error_kind::badrequest), text.empty() ? std::string(rest) : text};
+  }
+  auto l = parse_line(raw, error);
+  if (!l) return std::nullopt;
+  reader r(*l);
+  auto name = [&] { return r.optional_str("name"); };
+  std::optional<reply> out;
+  const std::string& verb = l->verb;
+  if (status_) {
+    if (verb == "BARRIER") {
+      barrier_info b;
+      b.scope = r.optional_str("scope");
+      b.name = name();
+      b.gen = r.u64("gen");
+      b.state = r.optional_str("state");
+      b.n = opt_field(r, "n");
+      b.arrived = opt_field(r, "arrived").value_or(0);
+      b.chief = r.flag("chief", false);
+      b.v = parse_verdict(r.optional_str("verdict")).value_or(verdict::none);
+      b.age_ms = static_cast<std::int64_t>(r.u64("age_ms"));
+      b.reason = l->text.value_or("");
+      status_->barriers.push_back(std::move(b));
+    } else if (verb == "MEMBER" && !status_->barriers.empty()) {
+      barrier_info::member m;
+      m.rank = opt_field(r, "rank");
+      m.host = r.optional_str("host");
+      m.pid = opt_field(r, "pid").value_or(0);
+      m.chief = r.flag("chief", false);
+      m.age_ms = static_cast<std::int64_t>(r.u64("age_ms"));
+      status_->barriers.back().members.push_back(std::move(m));
+    } else if (verb == "MISSING" && !status_->barriers.empty()) {
+      status_->barriers.back().missing = r.optional_str("ranks");
+    } else if (verb == "END") {
+      out = std::move(*status_);
+      status_.reset();
+    } else {
+      r.fail(fmt::format("unexpected '{}' inside a STATUS reply", verb));
+    }
+  } else if (verb == "BARRIER") {
+    status_ = status_reply{};
+    return feed(raw, error);
+  } else if (verb == "END") {
+    out = status_reply{};
+  } else if (verb == "HELLO") {
+    hello_reply h;
+    h.version = opt_field(r, "v").value_or(0);
+    h.server = r.optional_str("server");
+    h.auth = r.optional_str("auth", "none");
+    out = h;
+  } else if (verb == "WAITING") {
+    out = waiting{name(), r.u64("gen"), opt_field(r, "arrived").value_or(0), opt_field(r, "n")};
+  } else if (verb == "RELEASE") {
+    release rel;
+    rel.name = name();
+    rel.gen = r.u64("gen");
+    auto v = parse_verdict(r.optional_str("verdict"));
+    if (!v) r.fail("RELEASE without a valid verdict");
+    rel.v = v.value_or(verdict::continue_);
+    rel.delivered = opt_field(r, "delivered");
+    rel.message = l->text.value_or("");
+    out = rel;
+  } else if (verb == "ALLHERE") {
+    out = all_here{name(), r.u64("gen"), opt_field(r, "arrived").value_or(0), opt_field(r, "n").value_or(0)};
+  } else if (verb == "ABORTED") {
+    out = aborted{name(), r.u64("gen"), opt_field(r, "notified"), l->text.value_or("")};
+  } else if (verb == "DECIDED") {
+    decided d;
+    d.name = name();
+    d.gen = r.u64("gen");
+    d.v = parse_verdict(r.optional_str("verdict")).value_or(verdict::none);
+    d.arrived = opt_field(r, "arrived").value_or(0);
+    d.n = opt_field(r, "n");
+    out = d;
+  } else if (verb == "LEFT") {
+    out = left{name(), r.u64("gen")};
+  } else if (verb == "SHUTDOWN") {
+    out = shutdown{l->text.value_or("")};
+  } else {
+    r.fail(fmt::format("unknown reply '{}'", verb.substr(0, 32)));
+  }
+  if (!r.ok()) {
+    error = r.error();
+    return std::nullopt;
+  }
+  return out;
+}
+
+void line_splitter::feed(std::string_view bytes) {
+  if (overflow_) return;
+  if (pos_ > 0 && pos_ == buf_.size()) {
+    buf_.clear();
+    pos_ = 0;
+  }
+  buf_.append(bytes);
+  // Check the unfinished tail against the limit.
+  std::size_t last_nl = buf_.rfind('\n');
+  std::size_t tail_start = last_nl == std::string::npos ? pos_ : last_nl + 1;
+  if (tail_start < pos_) tail_start = pos_;
+  if (buf_.size() - tail_start >= max_line) overflow_ = true;
+}
+
+std::optional<std::string> line_splitter::next() {
+  if (overflow_) return std::nullopt;
+  std::size_t nl = buf_.find('\n', pos_);
+  if (nl == std::string::npos) {
+    if (pos_ > 0) {
+      buf_.erase(0, pos_);
+      pos_ = 0;
+    }
+    return std::nullopt;
+  }
+  if (nl + 1 - pos_ > max_line) {
+    overflow_ = true;
+    return std::nullopt;
+  }
+  std::size_t end = nl;
+  if (end > pos_ && buf_[end - 1] == '\r') --end;
+  std::string out = buf_.substr(pos_, end - pos_);
+  pos_ = nl + 1;
+  return out;
+}
+
+}  // namespace tfb::proto

@@ -1,0 +1,199 @@
+#pragma once
+// The wire protocol of docs/protocol.md: framing, parsing and formatting.
+// Pure: no sockets. Every function here is unit-tested and fuzzed.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace tfb::proto {
+
+inline constexpr std::size_t max_line = 4096;     ///< bytes, including the newline
+inline constexpr std::size_t max_value = 256;     ///< bytes of one field value
+inline constexpr std::size_t max_text = 1024;     ///< bytes of trailing text
+inline constexpr std::size_t max_name = 128;      ///< barrier names and scopes
+inline constexpr std::size_t max_id = 64;
+inline constexpr std::uint32_t max_n = 1'000'000;
+inline constexpr std::size_t max_member_lines = 1000;
+inline constexpr std::size_t max_missing_ranges = 64;
+
+/// One line, split: VERB key=value ... [:text]
+struct line {
+  std::string verb;
+  std::vector<std::pair<std::string, std::string>> fields;
+  std::optional<std::string> text;
+
+  const std::string* get(std::string_view key) const;
+};
+
+/// Splits one line (without its newline). nullopt + error when malformed.
+std::optional<line> parse_line(std::string_view raw, std::string& error);
+/// Formats a line, with the newline. Values are written as given ("" becomes "-").
+std::string format_line(const line& l);
+
+bool valid_name(std::string_view s);   ///< 1-128 of [A-Za-z0-9._:-]
+bool valid_id(std::string_view s);     ///< 1-64 of [A-Za-z0-9]
+bool valid_text(std::string_view s);   ///< at most max_text, no control bytes
+bool valid_value(std::string_view s);  ///< 1-256 printable, no space or '='
+
+enum class verdict { none, continue_, stop };
+std::string_view to_string(verdict v);
+std::optional<verdict> parse_verdict(std::string_view s);  ///< "continue" | "stop"
+
+// ---- requests (client -> host) ----
+struct hello {
+  std::uint32_t version = 0;
+  std::string host;
+  std::uint32_t pid = 0;
+};
+struct arrive {
+  std::string name, scope, id;
+  std::optional<std::uint32_t> n, rank;
+  bool chief = false;
+};
+struct decide {
+  std::string name;  ///< "" = let the host pick
+  std::string scope, id;
+  verdict v = verdict::none;
+  std::optional<std::uint32_t> n, rank;
+  bool wait = true;
+  std::string message;
+};
+struct abort_req {
+  std::string scope, name, reason;
+};
+struct status_req {
+  std::string scope;  ///< "*" = all scopes
+  std::string name;   ///< "" = all barriers
+  bool detail = false;
+};
+struct leave {};
+using request = std::variant<hello, arrive, decide, abort_req, status_req, leave>;
+
+/// Error kinds of ERR lines (docs/protocol.md, "Errors").
+enum class error_kind { version, handshake, toolong, badrequest, timeout, conflict, needn, ambiguous, aborted, busy };
+std::string_view to_string(error_kind k);
+std::optional<error_kind> parse_error_kind(std::string_view s);
+/// Whether the host closes the connection after sending this error.
+bool closes_connection(error_kind k);
+
+struct request_error {
+  error_kind kind;
+  std::string text;
+};
+/// Parses and validates one request line. On failure returns the ERR to send.
+std::variant<request, request_error> parse_request(std::string_view raw);
+std::string format_request(const request& r);
+
+// ---- replies (host -> client) ----
+struct hello_reply {
+  std::uint32_t version = 0;
+  std::string server;
+  std::string auth = "none";
+};
+struct waiting {
+  std::string name;
+  std::uint64_t gen = 0;
+  std::uint32_t arrived = 0;
+  std::optional<std::uint32_t> n;
+};
+struct release {
+  std::string name;
+  std::uint64_t gen = 0;
+  verdict v = verdict::continue_;
+  std::optional<std::uint32_t> delivered;  ///< only in the reply to DECIDE
+  std::string message;
+};
+struct all_here {
+  std::string name;
+  std::uint64_t gen = 0;
+  std::uint32_t arrived = 0, n = 0;
+};
+struct aborted {
+  std::string name;
+  std::uint64_t gen = 0;
+  std::optional<std::uint32_t> notified;  ///< only in the reply to ABORT
+  std::string reason;
+};
+struct decided {
+  std::string name;
+  std::uint64_t gen = 0;
+  verdict v = verdict::none;
+  std::uint32_t arrived = 0;
+  std::optional<std::uint32_t> n;
+};
+struct left {
+  std::string name;
+  std::uint64_t gen = 0;
+};
+struct shutdown {
+  std::string text;
+};
+struct error_reply {
+  error_kind kind;
+  std::string text;
+};
+struct barrier_info {
+  std::string scope, name;
+  std::uint64_t gen = 0;
+  std::string state;  ///< "open" | "gathered" | "aborted"
+  std::optional<std::uint32_t> n;
+  std::uint32_t arrived = 0;
+  bool chief = false;
+  verdict v = verdict::none;
+  std::int64_t age_ms = 0;
+  struct member {
+    std::optional<std::uint32_t> rank;
+    std::string host;
+    std::uint32_t pid = 0;
+    bool chief = false;
+    std::int64_t age_ms = 0;
+  };
+  std::vector<member> members;        ///< detail only
+  std::optional<std::string> missing; ///< rank ranges, when computable
+  std::string reason;                 ///< abort reason
+};
+struct status_reply {
+  std::vector<barrier_info> barriers;
+};
+using reply = std::variant<hello_reply, waiting, release, all_here, aborted, decided, left, shutdown,
+                           error_reply, status_reply>;
+
+/// Formats a reply as one or more lines (STATUS: several, ending in END).
+std::string format_reply(const reply& r);
+
+/// Incremental reply reader for clients: feed lines; STATUS blocks are
+/// assembled until END. Returns a reply when one is complete.
+class reply_reader {
+ public:
+  /// nullopt: need more lines (inside a STATUS block). Sets error on a bad line.
+  std::optional<reply> feed(std::string_view raw, std::string& error);
+
+ private:
+  std::optional<status_reply> status_;
+};
+
+/// Compresses sorted ranks into "0-3,7,9-10", at most max_ranges ranges, then "+".
+std::string format_ranges(const std::vector<std::uint32_t>& sorted, std::size_t max_ranges);
+
+/// Splits a byte stream into lines of at most max_line bytes.
+class line_splitter {
+ public:
+  /// Appends bytes. Complete lines become available via next().
+  void feed(std::string_view bytes);
+  /// The next complete line, without "\n" or "\r\n". nullopt if none yet.
+  std::optional<std::string> next();
+  /// True once a line longer than max_line was seen; the stream is then unusable.
+  bool overflow() const { return overflow_; }
+  std::size_t buffered() const { return buf_.size() - pos_; }
+
+ private:
+  std::string buf_;
+  std::size_t pos_ = 0;
+  bool overflow_ = false;
+};
+
+}  // namespace tfb::proto

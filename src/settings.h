@@ -1,0 +1,58 @@
+#pragma once
+// Where every setting comes from: flag, then TFBARRIER_* variables, then the
+// launcher's variables (Slurm, torchrun, Open MPI, MPICH/PMI), then defaults.
+// Pure: the environment is passed in, nothing is read from the process.
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tfb {
+
+inline constexpr std::uint16_t default_port = 7727;
+
+/// Reads one environment variable; nullopt when unset.
+using env_lookup = std::function<std::optional<std::string>(std::string_view)>;
+
+/// What the command line gave (already parsed, not yet validated against the env).
+struct flag_inputs {
+  std::optional<std::string> addr;   // --addr HOST:PORT
+  std::optional<std::uint32_t> n;    // --n
+  std::optional<std::uint32_t> rank; // --rank
+  std::optional<std::string> scope;  // --scope
+};
+
+/// A value and where it came from: "flag:--n", "env:SLURM_NTASKS", "default", ...
+template <class T>
+struct sourced {
+  std::optional<T> value;
+  std::string source;
+};
+
+struct settings {
+  std::string launcher;          ///< "slurm", "torchrun", "openmpi", "pmi" or "none"
+  sourced<std::string> host;     ///< where the host runs (name or address)
+  sourced<std::uint16_t> port;
+  sourced<std::uint32_t> n;
+  sourced<std::uint32_t> rank;
+  sourced<std::string> scope;    ///< barrier namespace: job and attempt
+  sourced<std::string> node;     ///< this machine's node name (SLURMD_NODENAME, else hostname passed in)
+  bool addr_explicit = false;    ///< from --addr or TFBARRIER_ADDR: never self-start a host
+  bool may_start_host = false;   ///< this process belongs on the host's node and may start it
+  std::vector<std::string> warnings;
+
+  std::string addr() const;      ///< "host:port" ("[v6]:port" for IPv6 literals)
+};
+
+/// Resolves all settings. `hostname` is this machine's short host name.
+/// Returns nullopt and sets error (a full sentence: what is wrong, what to do) on bad input.
+std::optional<settings> resolve_settings(const flag_inputs& flags, const env_lookup& env,
+                                         std::string_view hostname, std::string& error);
+
+/// `tfbarrier config` output.
+std::string settings_to_text(const settings& s);
+std::string settings_to_json(const settings& s);
+
+}  // namespace tfb

@@ -1,0 +1,1041 @@
+// Where every setting comes from (src/settings.h). These tests are the spec.
+#include "settings.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <string>
+
+namespace tfb {
+namespace {
+
+using env_map = std::map<std::string, std::string, std::less<>>;
+
+env_lookup lookup(const env_map& env) {
+  return [&env](std::string_view name) -> std::optional<std::string> {
+    auto it = env.find(name);
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+settings ok(const env_map& env, const flag_inputs& flags = {}, std::string_view hostname = "myhost") {
+  std::string error;
+  auto s = resolve_settings(flags, lookup(env), hostname, error);
+  EXPECT_TRUE(s.has_value()) << error;
+  EXPECT_EQ(error, "");
+  return s.value_or(settings{});
+}
+
+std::string err(const env_map& env, const flag_inputs& flags = {}, std::string_view hostname = "myhost") {
+  std::string error;
+  auto s = resolve_settings(flags, lookup(env), hostname, error);
+  EXPECT_FALSE(s.has_value()) << "resolved to " << (s ? settings_to_text(*s) : "");
+  EXPECT_FALSE(error.empty());
+  return error;
+}
+
+#define EXPECT_CONTAINS(haystack, needle) \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "in: " << (haystack)
+
+flag_inputs with_n(std::uint32_t n) {
+  flag_inputs f;
+  f.n = n;
+  return f;
+}
+flag_inputs with_rank(std::uint32_t r) {
+  flag_inputs f;
+  f.rank = r;
+  return f;
+}
+flag_inputs with_addr(std::string a) {
+  flag_inputs f;
+  f.addr = std::move(a);
+  return f;
+}
+flag_inputs with_scope(std::string sc) {
+  flag_inputs f;
+  f.scope = std::move(sc);
+  return f;
+}
+
+// A task of `srun -n 8` in job 4242, on node n03 of n[01-04].
+env_map slurm_step() {
+  return {{"SLURM_JOB_ID", "4242"},
+          {"SLURM_JOB_NODELIST", "n[01-04]"},
+          {"SLURM_NODELIST", "n[01-04]"},
+          {"SLURM_STEP_NODELIST", "n[01-04]"},
+          {"SLURM_NTASKS", "8"},
+          {"SLURM_NPROCS", "8"},
+          {"SLURM_STEP_NUM_TASKS", "8"},
+          {"SLURM_PROCID", "5"},
+          {"SLURMD_NODENAME", "n03"}};
+}
+
+// The batch script of job 4242 (runs on n01, outside srun).
+env_map slurm_batch() {
+  return {{"SLURM_JOB_ID", "4242"},    {"SLURM_JOB_NODELIST", "n[01-04]"}, {"SLURM_NODELIST", "n[01-04]"},
+          {"SLURM_NTASKS", "8"},       {"SLURM_NPROCS", "8"},             {"SLURM_PROCID", "0"},
+          {"SLURMD_NODENAME", "n01"}};
+}
+
+// An salloc shell on the login node.
+env_map slurm_salloc() {
+  return {{"SLURM_JOB_ID", "4242"}, {"SLURM_JOB_NODELIST", "n[01-04]"}, {"SLURM_NODELIST", "n[01-04]"},
+          {"SLURM_NTASKS", "8"},    {"SLURM_NPROCS", "8"}};
+}
+
+// Worker 2 of a torchrun job with 4 workers.
+env_map torchrun_worker() {
+  return {{"TORCHELASTIC_RUN_ID", "job7"}, {"TORCHELASTIC_RESTART_COUNT", "0"}, {"RANK", "2"},
+          {"WORLD_SIZE", "4"},             {"MASTER_ADDR", "trainer0"},          {"MASTER_PORT", "29500"},
+          {"LOCAL_RANK", "2"}};
+}
+
+env_map openmpi_rank(std::string rank) {
+  return {{"OMPI_COMM_WORLD_SIZE", "6"}, {"OMPI_COMM_WORLD_RANK", std::move(rank)}};
+}
+
+env_map pmi_rank(std::string rank) { return {{"PMI_SIZE", "3"}, {"PMI_RANK", std::move(rank)}}; }
+
+// ---- launcher detection ----
+
+TEST(Launcher, NoneWhenNothingIsSet) { EXPECT_EQ(ok({}).launcher, "none"); }
+
+TEST(Launcher, SlurmWhenJobIdIsSet) { EXPECT_EQ(ok(slurm_step()).launcher, "slurm"); }
+
+TEST(Launcher, SlurmWinsOverEverythingElse) {
+  env_map env = slurm_step();
+  env.merge(torchrun_worker());
+  env.merge(openmpi_rank("1"));
+  env.merge(pmi_rank("1"));
+  EXPECT_EQ(ok(env).launcher, "slurm");
+}
+
+TEST(Launcher, TorchrunByRunId) { EXPECT_EQ(ok({{"TORCHELASTIC_RUN_ID", "r"}, {"MASTER_ADDR", "m"}}).launcher, "torchrun"); }
+
+TEST(Launcher, TorchrunByRankWorldSizeAndMasterAddr) {
+  EXPECT_EQ(ok({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "m"}}).launcher, "torchrun");
+}
+
+TEST(Launcher, NotTorchrunWithoutAllThree) {
+  EXPECT_EQ(ok({{"RANK", "0"}, {"WORLD_SIZE", "2"}}).launcher, "none");
+  EXPECT_EQ(ok({{"RANK", "0"}, {"MASTER_ADDR", "m"}}).launcher, "none");
+  EXPECT_EQ(ok({{"WORLD_SIZE", "2"}, {"MASTER_ADDR", "m"}}).launcher, "none");
+}
+
+TEST(Launcher, TorchrunWinsOverOpenMpiAndPmi) {
+  env_map env = torchrun_worker();
+  env.merge(openmpi_rank("1"));
+  env.merge(pmi_rank("1"));
+  EXPECT_EQ(ok(env).launcher, "torchrun");
+}
+
+TEST(Launcher, OpenMpi) { EXPECT_EQ(ok(openmpi_rank("0")).launcher, "openmpi"); }
+
+TEST(Launcher, OpenMpiWinsOverPmi) {
+  env_map env = openmpi_rank("0");
+  env.merge(pmi_rank("1"));
+  EXPECT_EQ(ok(env).launcher, "openmpi");
+}
+
+TEST(Launcher, Pmi) { EXPECT_EQ(ok(pmi_rank("0")).launcher, "pmi"); }
+
+TEST(Launcher, EmptyVariablesCountAsUnset) {
+  EXPECT_EQ(ok({{"SLURM_JOB_ID", ""}}).launcher, "none");
+  EXPECT_EQ(ok({{"TORCHELASTIC_RUN_ID", ""}}).launcher, "none");
+  EXPECT_EQ(ok({{"OMPI_COMM_WORLD_SIZE", ""}, {"PMI_SIZE", "2"}}).launcher, "pmi");
+}
+
+TEST(Launcher, AnEmptyLookupFunctionMeansNoEnvironment) {
+  std::string error;
+  auto s = resolve_settings({}, env_lookup{}, "h", error);
+  ASSERT_TRUE(s) << error;
+  EXPECT_EQ(s->launcher, "none");
+}
+
+// ---- defaults ----
+
+TEST(Defaults, NothingSet) {
+  settings s = ok({});
+  EXPECT_EQ(s.host.value, "127.0.0.1");
+  EXPECT_EQ(s.host.source, "default");
+  EXPECT_EQ(s.port.value, default_port);
+  EXPECT_EQ(s.port.value, 7727);
+  EXPECT_EQ(s.port.source, "default");
+  EXPECT_EQ(s.n.value, std::nullopt);
+  EXPECT_EQ(s.n.source, "unset");
+  EXPECT_EQ(s.rank.value, std::nullopt);
+  EXPECT_EQ(s.rank.source, "unset");
+  EXPECT_EQ(s.scope.value, "default");
+  EXPECT_EQ(s.scope.source, "default");
+  EXPECT_EQ(s.node.value, "myhost");
+  EXPECT_EQ(s.node.source, "hostname");
+  EXPECT_FALSE(s.addr_explicit);
+  EXPECT_TRUE(s.may_start_host);
+  EXPECT_TRUE(s.warnings.empty());
+  EXPECT_EQ(s.addr(), "127.0.0.1:7727");
+}
+
+// ---- explicit address ----
+
+TEST(Addr, FlagGivesHostAndPort) {
+  settings s = ok({}, with_addr("node07:9000"));
+  EXPECT_EQ(s.host.value, "node07");
+  EXPECT_EQ(s.host.source, "flag:--addr");
+  EXPECT_EQ(s.port.value, 9000);
+  EXPECT_EQ(s.port.source, "flag:--addr");
+  EXPECT_TRUE(s.addr_explicit);
+  EXPECT_FALSE(s.may_start_host);
+  EXPECT_EQ(s.addr(), "node07:9000");
+}
+
+TEST(Addr, Variable) {
+  settings s = ok({{"TFBARRIER_ADDR", "10.1.2.3:1234"}});
+  EXPECT_EQ(s.host.value, "10.1.2.3");
+  EXPECT_EQ(s.host.source, "env:TFBARRIER_ADDR");
+  EXPECT_EQ(s.port.value, 1234);
+  EXPECT_EQ(s.port.source, "env:TFBARRIER_ADDR");
+  EXPECT_TRUE(s.addr_explicit);
+  EXPECT_FALSE(s.may_start_host);
+}
+
+TEST(Addr, FlagWinsOverVariable) {
+  settings s = ok({{"TFBARRIER_ADDR", "a:1"}}, with_addr("b:2"));
+  EXPECT_EQ(s.host.value, "b");
+  EXPECT_EQ(s.port.value, 2);
+  EXPECT_TRUE(s.warnings.empty());
+}
+
+TEST(Addr, FlagWinsEvenOverABadVariable) { EXPECT_EQ(ok({{"TFBARRIER_ADDR", "junk"}}, with_addr("b:2")).host.value, "b"); }
+
+TEST(Addr, Ipv6InBrackets) {
+  settings s = ok({}, with_addr("[fd00::1]:7000"));
+  EXPECT_EQ(s.host.value, "fd00::1");
+  EXPECT_EQ(s.port.value, 7000);
+  EXPECT_EQ(s.addr(), "[fd00::1]:7000");
+  EXPECT_EQ(ok({}, with_addr("[::1]:1")).addr(), "[::1]:1");
+  EXPECT_EQ(ok({}, with_addr("[fe80::1%eth0]:7727")).host.value, "fe80::1%eth0");
+  EXPECT_EQ(ok({}, with_addr("[::ffff:10.0.0.1]:80")).host.value, "::ffff:10.0.0.1");
+}
+
+TEST(Addr, PortBounds) {
+  EXPECT_EQ(ok({}, with_addr("h:1")).port.value, 1);
+  EXPECT_EQ(ok({}, with_addr("h:65535")).port.value, 65535);
+  EXPECT_EQ(ok({}, with_addr("h:0080")).port.value, 80);
+}
+
+TEST(Addr, WinsOverTfbarrierHostAndPortWithWarnings) {
+  settings s = ok({{"TFBARRIER_ADDR", "a:1"}, {"TFBARRIER_HOST", "b"}, {"TFBARRIER_PORT", "2"}});
+  EXPECT_EQ(s.host.value, "a");
+  EXPECT_EQ(s.port.value, 1);
+  ASSERT_EQ(s.warnings.size(), 2u);
+  EXPECT_EQ(s.warnings[0], "TFBARRIER_HOST is ignored: the address comes from TFBARRIER_ADDR");
+  EXPECT_EQ(s.warnings[1], "TFBARRIER_PORT is ignored: the address comes from TFBARRIER_ADDR");
+  EXPECT_EQ(ok({{"TFBARRIER_HOST", "b"}}, with_addr("a:1")).warnings,
+            std::vector<std::string>{"TFBARRIER_HOST is ignored: the address comes from --addr"});
+}
+
+TEST(Addr, WinsOverEveryLauncher) {
+  for (const env_map& env : {slurm_step(), torchrun_worker(), openmpi_rank("0"), pmi_rank("0")}) {
+    settings s = ok(env, with_addr("boss:5555"));
+    EXPECT_EQ(s.addr(), "boss:5555") << s.launcher;
+    EXPECT_TRUE(s.addr_explicit) << s.launcher;
+    EXPECT_FALSE(s.may_start_host) << s.launcher;
+    EXPECT_TRUE(s.warnings.empty()) << s.launcher;
+  }
+}
+
+TEST(Addr, ExplicitOnTheHostNodeStillMayNotStartTheHost) {
+  env_map env = slurm_step();
+  env["SLURMD_NODENAME"] = "n01";
+  EXPECT_TRUE(ok(env).may_start_host);
+  EXPECT_FALSE(ok(env, with_addr("n01:9000")).may_start_host);
+  env["TFBARRIER_ADDR"] = "n01:9000";
+  EXPECT_FALSE(ok(env).may_start_host);
+}
+
+TEST(Addr, ExactErrorMessage) {
+  EXPECT_EQ(err({}, with_addr("foo")),
+            "--addr \"foo\" is not HOST:PORT: there is no :PORT; write it as node01:7727 or [fd00::1]:7727");
+  EXPECT_EQ(err({{"TFBARRIER_ADDR", "foo:99999"}}),
+            "TFBARRIER_ADDR=\"foo:99999\" is not HOST:PORT: the port \"99999\" is not a number from 1 to 65535; "
+            "write it as node01:7727 or [fd00::1]:7727");
+}
+
+TEST(Addr, Malformed) {
+  for (std::string bad : {"", "foo", "foo:", ":80", "foo:0", "foo:65536", "foo:abc", "foo:-1", "foo:+80", "foo:80x",
+                          "foo: 80", "::1:80", "fd00::1", "[::1]", "[::1]80", "[::1:80", "[foo]:80", "[]:80",
+                          "a b:80", "bad/host:80", "h:1:2", "[::1]:", "[::1]:0"}) {
+    std::string e = err({}, with_addr(bad));
+    EXPECT_CONTAINS(e, "--addr \"" + bad + "\" is not HOST:PORT");
+    if (bad.empty()) continue;  // an empty variable is unset
+    EXPECT_CONTAINS(err({{"TFBARRIER_ADDR", bad}}), "TFBARRIER_ADDR=\"" + bad + "\" is not HOST:PORT");
+  }
+}
+
+TEST(Addr, EmptyVariableIsUnsetButEmptyFlagIsAnError) {
+  EXPECT_FALSE(ok({{"TFBARRIER_ADDR", ""}}).addr_explicit);
+  EXPECT_CONTAINS(err({}, with_addr("")), "it is empty");
+}
+
+TEST(Addr, UnbracketedIpv6SaysHowToWriteIt) { EXPECT_CONTAINS(err({}, with_addr("fd00::1:80")), "needs brackets"); }
+
+// ---- TFBARRIER_HOST / TFBARRIER_PORT ----
+
+TEST(Host, TfbarrierHostWinsOverEveryLauncher) {
+  for (const env_map& base : {env_map{}, slurm_step(), torchrun_worker(), openmpi_rank("0"), pmi_rank("0")}) {
+    env_map env = base;
+    env["TFBARRIER_HOST"] = "boss";
+    settings s = ok(env);
+    EXPECT_EQ(s.host.value, "boss") << s.launcher;
+    EXPECT_EQ(s.host.source, "env:TFBARRIER_HOST") << s.launcher;
+    EXPECT_FALSE(s.addr_explicit) << s.launcher;
+    EXPECT_FALSE(s.may_start_host) << s.launcher;
+  }
+}
+
+TEST(Host, TfbarrierHostNamingThisNodeStillMayNotStartTheHost) {
+  env_map env = slurm_step();
+  env["TFBARRIER_HOST"] = "n03";  // this task's own node
+  EXPECT_FALSE(ok(env).may_start_host);
+}
+
+TEST(Host, TfbarrierHostKeepsTheLauncherPort) {
+  env_map env = slurm_step();
+  env["TFBARRIER_HOST"] = "boss";
+  settings s = ok(env);
+  EXPECT_EQ(s.port.value, 10000 + 4242);
+  EXPECT_EQ(s.port.source, "derived:SLURM_JOB_ID");
+}
+
+TEST(Host, TfbarrierHostIpv6) {
+  EXPECT_EQ(ok({{"TFBARRIER_HOST", "fd00::2"}}).addr(), "[fd00::2]:7727");
+  EXPECT_EQ(ok({{"TFBARRIER_HOST", "[fd00::2]"}}).host.value, "fd00::2");
+  EXPECT_EQ(ok({{"TFBARRIER_HOST", "10.0.0.9"}}).addr(), "10.0.0.9:7727");
+}
+
+TEST(Host, TfbarrierHostMalformed) {
+  EXPECT_EQ(err({{"TFBARRIER_HOST", "boss:123"}}),
+            "TFBARRIER_HOST=\"boss:123\" is not a host name or IP address: it looks like HOST:PORT, which belongs in "
+            "TFBARRIER_ADDR or --addr; fix it, or pass --addr HOST:PORT");
+  for (const std::string& bad : std::vector<std::string>{"a b", "bad/host", "[boss]", "x;rm", std::string(254, 'a'), "fd00::g"})
+    EXPECT_CONTAINS(err({{"TFBARRIER_HOST", bad}}), "TFBARRIER_HOST=");
+}
+
+TEST(Port, TfbarrierPortWinsOverDefaultAndSlurm) {
+  settings s = ok({{"TFBARRIER_PORT", "4000"}});
+  EXPECT_EQ(s.port.value, 4000);
+  EXPECT_EQ(s.port.source, "env:TFBARRIER_PORT");
+  env_map env = slurm_step();
+  env["TFBARRIER_PORT"] = "4001";
+  s = ok(env);
+  EXPECT_EQ(s.port.value, 4001);
+  EXPECT_EQ(s.port.source, "env:TFBARRIER_PORT");
+  EXPECT_EQ(s.host.value, "n01");
+}
+
+TEST(Port, TfbarrierPortMalformed) {
+  EXPECT_EQ(err({{"TFBARRIER_PORT", "0"}}),
+            "TFBARRIER_PORT=\"0\" is not a port (a number from 1 to 65535); fix it, or pass --addr HOST:PORT");
+  for (std::string bad : {"65536", "x", "-1", "80a", " 80", "99999999999999999999999"})
+    EXPECT_CONTAINS(err({{"TFBARRIER_PORT", bad}}), "TFBARRIER_PORT=\"" + bad + "\" is not a port");
+}
+
+// ---- Slurm host and port ----
+
+TEST(SlurmHost, FirstNodeOfTheStepNodelist) {
+  env_map env = slurm_step();
+  env["SLURM_STEP_NODELIST"] = "n[03-04]";
+  settings s = ok(env);
+  EXPECT_EQ(s.host.value, "n03");
+  EXPECT_EQ(s.host.source, "derived:SLURM_STEP_NODELIST");
+}
+
+TEST(SlurmHost, JobNodelistWithoutAStep) {
+  settings s = ok(slurm_batch());
+  EXPECT_EQ(s.host.value, "n01");
+  EXPECT_EQ(s.host.source, "derived:SLURM_JOB_NODELIST");
+}
+
+TEST(SlurmHost, OldSlurmNodelistLast) {
+  settings s = ok({{"SLURM_JOB_ID", "1"}, {"SLURM_NODELIST", "old[7-8]"}});
+  EXPECT_EQ(s.host.value, "old7");
+  EXPECT_EQ(s.host.source, "derived:SLURM_NODELIST");
+}
+
+TEST(SlurmHost, PaddingAndGroupsAreKept) {
+  EXPECT_EQ(ok({{"SLURM_JOB_ID", "1"}, {"SLURM_JOB_NODELIST", "gpu[08-11]"}}).host.value, "gpu08");
+  EXPECT_EQ(ok({{"SLURM_JOB_ID", "1"}, {"SLURM_JOB_NODELIST", "rack[2-3]-n[07,01]"}}).host.value, "rack2-n07");
+  EXPECT_EQ(ok({{"SLURM_JOB_ID", "1"}, {"SLURM_JOB_NODELIST", "login,c[1-2]"}}).host.value, "login");
+}
+
+TEST(SlurmHost, BadStepNodelistIsAnErrorEvenIfTheJobNodelistIsGood) {
+  env_map env = slurm_step();
+  env["SLURM_STEP_NODELIST"] = "n[01-";
+  EXPECT_EQ(err(env),
+            "SLURM_STEP_NODELIST holds a bad host list \"n[01-\" at character 2: the '[' is never closed; set "
+            "TFBARRIER_HOST or TFBARRIER_ADDR, or pass --addr HOST:PORT");
+}
+
+TEST(SlurmHost, BadNodelists) {
+  for (std::string bad : {"n[5-3]", "n[a]", "a,,b", "n[0-1000000]", "a b"}) {
+    std::string e = err({{"SLURM_JOB_ID", "1"}, {"SLURM_JOB_NODELIST", bad}});
+    EXPECT_CONTAINS(e, "SLURM_JOB_NODELIST holds a bad host list");
+    EXPECT_CONTAINS(e, "set TFBARRIER_HOST");
+  }
+  EXPECT_CONTAINS(err({{"SLURM_JOB_ID", "1"}, {"SLURM_JOB_NODELIST", "bad/name"}}), "is not a host name");
+}
+
+TEST(SlurmHost, BadNodelistIsNotReadWhenTheHostIsGiven) {
+  env_map env = slurm_step();
+  env["SLURM_STEP_NODELIST"] = "n[";
+  env["TFBARRIER_HOST"] = "boss";
+  EXPECT_EQ(ok(env).host.value, "boss");
+  env.erase("TFBARRIER_HOST");
+  EXPECT_EQ(ok(env, with_addr("boss:1")).host.value, "boss");
+}
+
+TEST(SlurmHost, NoNodelistAtAll) {
+  EXPECT_EQ(err({{"SLURM_JOB_ID", "1"}}),
+            "SLURM_JOB_ID is set but SLURM_STEP_NODELIST, SLURM_JOB_NODELIST and SLURM_NODELIST are not, so the host's "
+            "node is unknown; set TFBARRIER_HOST or TFBARRIER_ADDR, or pass --addr HOST:PORT");
+}
+
+TEST(SlurmPort, DerivedFromTheJobId) {
+  settings s = ok(slurm_step());
+  EXPECT_EQ(s.port.value, 14242);
+  EXPECT_EQ(s.port.source, "derived:SLURM_JOB_ID");
+  EXPECT_EQ(s.addr(), "n01:14242");
+}
+
+TEST(SlurmPort, Formula) {
+  auto port_of = [](std::string job) { return *ok({{"SLURM_JOB_ID", job}, {"SLURM_JOB_NODELIST", "n1"}}).port.value; };
+  EXPECT_EQ(port_of("0"), 10000);
+  EXPECT_EQ(port_of("1"), 10001);
+  EXPECT_EQ(port_of("19999"), 29999);
+  EXPECT_EQ(port_of("20000"), 10000);
+  EXPECT_EQ(port_of("123456"), 10000 + 123456 % 20000);
+  EXPECT_EQ(port_of("4294967295"), 10000 + 4294967295ull % 20000);
+  EXPECT_EQ(port_of("18446744073709551615"), 10000 + 18446744073709551615ull % 20000);
+  EXPECT_NE(port_of("123"), port_of("124"));  // two jobs sharing a node
+}
+
+TEST(SlurmPort, AlwaysBelowTheEphemeralRange) {
+  for (std::uint64_t job = 0; job < 100000; job += 997) {
+    auto p = *ok({{"SLURM_JOB_ID", std::to_string(job)}, {"SLURM_JOB_NODELIST", "n1"}}).port.value;
+    EXPECT_GE(p, 10000);
+    EXPECT_LT(p, 30000);
+    EXPECT_LT(p, 32768);
+  }
+}
+
+TEST(SlurmPort, BadJobId) {
+  EXPECT_EQ(err({{"SLURM_JOB_ID", "abc"}, {"SLURM_JOB_NODELIST", "n1"}}),
+            "SLURM_JOB_ID=\"abc\" is not a job number, so no port can be derived from it; set TFBARRIER_PORT, or pass "
+            "--addr HOST:PORT");
+  err({{"SLURM_JOB_ID", "-1"}, {"SLURM_JOB_NODELIST", "n1"}});
+  err({{"SLURM_JOB_ID", "12_3"}, {"SLURM_JOB_NODELIST", "n1"}});
+  err({{"SLURM_JOB_ID", "99999999999999999999999"}, {"SLURM_JOB_NODELIST", "n1"}});
+}
+
+TEST(SlurmPort, BadJobIdIsFineWhenNothingIsDerivedFromIt) {
+  settings s = ok({{"SLURM_JOB_ID", "abc"},
+                   {"SLURM_JOB_NODELIST", "n1"},
+                   {"TFBARRIER_PORT", "5000"},
+                   {"TFBARRIER_SCOPE", "mine"}});
+  EXPECT_EQ(s.launcher, "slurm");
+  EXPECT_EQ(s.port.value, 5000);
+  EXPECT_EQ(s.scope.value, "mine");
+}
+
+// ---- torchrun, Open MPI, PMI hosts ----
+
+TEST(TorchrunHost, MasterAddr) {
+  settings s = ok(torchrun_worker());
+  EXPECT_EQ(s.host.value, "trainer0");
+  EXPECT_EQ(s.host.source, "env:MASTER_ADDR");
+}
+
+TEST(TorchrunHost, MasterPortIsNeverUsed) {
+  settings s = ok(torchrun_worker());
+  EXPECT_EQ(s.port.value, default_port);
+  EXPECT_EQ(s.port.source, "default");
+  EXPECT_EQ(s.addr(), "trainer0:7727");
+}
+
+TEST(TorchrunHost, Ipv6MasterAddr) {
+  env_map env = torchrun_worker();
+  env["MASTER_ADDR"] = "fd00::7";
+  EXPECT_EQ(ok(env).addr(), "[fd00::7]:7727");
+}
+
+TEST(TorchrunHost, MissingMasterAddr) {
+  EXPECT_EQ(err({{"TORCHELASTIC_RUN_ID", "r"}}),
+            "torchrun's TORCHELASTIC_RUN_ID is set but MASTER_ADDR is not; set TFBARRIER_HOST or TFBARRIER_ADDR, or "
+            "pass --addr HOST:PORT");
+  EXPECT_EQ(ok({{"TORCHELASTIC_RUN_ID", "r"}, {"TFBARRIER_HOST", "h"}}).host.value, "h");
+}
+
+TEST(TorchrunHost, BadMasterAddr) {
+  env_map env = torchrun_worker();
+  env["MASTER_ADDR"] = "bad host";
+  EXPECT_CONTAINS(err(env), "MASTER_ADDR=\"bad host\" is not a host name or IP address");
+}
+
+TEST(LoopbackHost, OpenMpiAndPmiUseLoopbackWithAWarning) {
+  for (const env_map& env : {openmpi_rank("1"), pmi_rank("1")}) {
+    settings s = ok(env);
+    EXPECT_EQ(s.host.value, "127.0.0.1") << s.launcher;
+    EXPECT_EQ(s.host.source, "default");
+    EXPECT_EQ(s.port.value, default_port);
+    ASSERT_EQ(s.warnings.size(), 1u) << s.launcher;
+    EXPECT_CONTAINS(s.warnings[0], "127.0.0.1");
+    EXPECT_CONTAINS(s.warnings[0], "TFBARRIER_HOST");
+  }
+  EXPECT_CONTAINS(ok(openmpi_rank("0")).warnings.at(0), "Open MPI");
+  EXPECT_CONTAINS(ok(pmi_rank("0")).warnings.at(0), "PMI");
+}
+
+TEST(LoopbackHost, NoWarningWhenTheHostIsGiven) {
+  env_map env = openmpi_rank("1");
+  env["TFBARRIER_HOST"] = "n1";
+  EXPECT_TRUE(ok(env).warnings.empty());
+  EXPECT_TRUE(ok({}).warnings.empty());
+}
+
+// ---- n ----
+
+TEST(N, PrecedenceSlurm) {
+  env_map env = slurm_step();
+  env["SLURM_STEP_NUM_TASKS"] = "4";
+  env["SLURM_NTASKS"] = "8";
+  env["SLURM_NPROCS"] = "16";
+  env["SLURM_PROCID"] = "0";
+  EXPECT_EQ(ok(env).n.value, 4u);
+  EXPECT_EQ(ok(env).n.source, "env:SLURM_STEP_NUM_TASKS");
+  env.erase("SLURM_STEP_NUM_TASKS");
+  EXPECT_EQ(ok(env).n.value, 8u);
+  EXPECT_EQ(ok(env).n.source, "env:SLURM_NTASKS");
+  env.erase("SLURM_NTASKS");
+  EXPECT_EQ(ok(env).n.value, 16u);
+  EXPECT_EQ(ok(env).n.source, "env:SLURM_NPROCS");
+  env["SLURM_STEP_NUM_TASKS"] = "4";
+  env["TFBARRIER_N"] = "3";
+  EXPECT_EQ(ok(env).n.value, 3u);
+  EXPECT_EQ(ok(env).n.source, "env:TFBARRIER_N");
+  EXPECT_EQ(ok(env, with_n(2)).n.value, 2u);
+  EXPECT_EQ(ok(env, with_n(2)).n.source, "flag:--n");
+}
+
+TEST(N, PrecedenceTorchrun) {
+  env_map env = torchrun_worker();
+  EXPECT_EQ(ok(env).n.value, 4u);
+  EXPECT_EQ(ok(env).n.source, "env:WORLD_SIZE");
+  env["TFBARRIER_N"] = "5";
+  EXPECT_EQ(ok(env).n.source, "env:TFBARRIER_N");
+  EXPECT_EQ(ok(env, with_n(6)).n.source, "flag:--n");
+  EXPECT_EQ(ok(env, with_n(6)).n.value, 6u);
+}
+
+TEST(N, PrecedenceOpenMpi) {
+  env_map env = openmpi_rank("1");
+  EXPECT_EQ(ok(env).n.value, 6u);
+  EXPECT_EQ(ok(env).n.source, "env:OMPI_COMM_WORLD_SIZE");
+  env["TFBARRIER_N"] = "5";
+  EXPECT_EQ(ok(env).n.value, 5u);
+  EXPECT_EQ(ok(env).n.source, "env:TFBARRIER_N");
+  EXPECT_EQ(ok(env, with_n(7)).n.source, "flag:--n");
+}
+
+TEST(N, PrecedencePmi) {
+  env_map env = pmi_rank("1");
+  EXPECT_EQ(ok(env).n.value, 3u);
+  EXPECT_EQ(ok(env).n.source, "env:PMI_SIZE");
+  env["TFBARRIER_N"] = "5";
+  EXPECT_EQ(ok(env).n.source, "env:TFBARRIER_N");
+  EXPECT_EQ(ok(env, with_n(7)).n.source, "flag:--n");
+}
+
+TEST(N, PrecedenceNone) {
+  EXPECT_EQ(ok({}).n.value, std::nullopt);
+  EXPECT_EQ(ok({{"TFBARRIER_N", "9"}}).n.value, 9u);
+  EXPECT_EQ(ok({{"TFBARRIER_N", "9"}}, with_n(10)).n.value, 10u);
+}
+
+TEST(N, OtherLaunchersVariablesAreIgnored) {
+  // Slurm job without SLURM_NTASKS: WORLD_SIZE/OMPI/PMI sizes do not count.
+  settings s = ok({{"SLURM_JOB_ID", "1"},
+                   {"SLURM_JOB_NODELIST", "n1"},
+                   {"WORLD_SIZE", "4"},
+                   {"OMPI_COMM_WORLD_SIZE", "4"},
+                   {"PMI_SIZE", "4"}});
+  EXPECT_EQ(s.n.value, std::nullopt);
+  EXPECT_EQ(s.n.source, "unset");
+  EXPECT_EQ(ok({{"WORLD_SIZE", "4"}}).n.value, std::nullopt);       // not torchrun
+  EXPECT_EQ(ok({{"SLURM_NTASKS", "4"}}).n.value, std::nullopt);     // not slurm
+  EXPECT_EQ(ok({{"PMI_SIZE", "", }, {"PMI_RANK", "0"}}).n.value, std::nullopt);
+}
+
+TEST(N, SallocShell) {
+  settings s = ok(slurm_salloc(), {}, "login1");
+  EXPECT_EQ(s.n.value, 8u);
+  EXPECT_EQ(s.n.source, "env:SLURM_NTASKS");
+}
+
+TEST(N, Bounds) {
+  EXPECT_EQ(ok({{"TFBARRIER_N", "1"}}).n.value, 1u);
+  EXPECT_EQ(ok({{"TFBARRIER_N", "1000000"}}).n.value, 1000000u);
+  EXPECT_EQ(ok({{"TFBARRIER_N", "007"}}).n.value, 7u);
+  EXPECT_EQ(ok({}, with_n(1)).n.value, 1u);
+  EXPECT_EQ(ok({}, with_n(1000000)).n.value, 1000000u);
+}
+
+TEST(N, ExactMessagesForALauncherVariable) {
+  env_map env = slurm_salloc();
+  env["SLURM_NTASKS"] = "abc";
+  EXPECT_EQ(err(env), "SLURM_NTASKS=\"abc\" is not a number of tasks; set TFBARRIER_N or pass --n");
+  env["SLURM_NTASKS"] = "0";
+  EXPECT_EQ(err(env),
+            "SLURM_NTASKS=\"0\" is out of range: the number of tasks runs from 1 to 1000000; set TFBARRIER_N or "
+            "pass --n");
+}
+
+TEST(N, ExactMessagesForTfbarrierNAndTheFlag) {
+  EXPECT_EQ(err({{"TFBARRIER_N", "x"}}), "TFBARRIER_N=\"x\" is not a number of tasks; fix TFBARRIER_N or pass --n");
+  EXPECT_EQ(err({{"TFBARRIER_N", "1000001"}}),
+            "TFBARRIER_N=\"1000001\" is out of range: the number of tasks runs from 1 to 1000000; fix TFBARRIER_N or "
+            "pass --n");
+  EXPECT_EQ(err({}, with_n(0)), "--n 0 is out of range: the number of tasks runs from 1 to 1000000");
+  EXPECT_EQ(err({}, with_n(1000001)), "--n 1000001 is out of range: the number of tasks runs from 1 to 1000000");
+}
+
+TEST(N, NotNumbers) {
+  for (std::string bad : {" 4", "4 ", "+4", "-4", "4.0", "0x4", "4e2", "99999999999999999999999", "four"}) {
+    EXPECT_CONTAINS(err({{"TFBARRIER_N", bad}}), "TFBARRIER_N=\"" + bad + "\"");
+    EXPECT_CONTAINS(err({{"RANK", "0"}, {"WORLD_SIZE", bad}, {"MASTER_ADDR", "m"}}), "WORLD_SIZE=\"" + bad + "\"");
+    EXPECT_CONTAINS(err({{"OMPI_COMM_WORLD_SIZE", bad}}), "OMPI_COMM_WORLD_SIZE=\"" + bad + "\"");
+    EXPECT_CONTAINS(err({{"PMI_SIZE", bad}}), "PMI_SIZE=\"" + bad + "\"");
+  }
+}
+
+TEST(N, OnlyTheChosenValueIsValidated) {
+  env_map env = slurm_step();
+  env["SLURM_NTASKS"] = "abc";  // SLURM_STEP_NUM_TASKS wins, so this is never read
+  EXPECT_EQ(ok(env).n.value, 8u);
+  env["SLURM_STEP_NUM_TASKS"] = "junk";
+  env["TFBARRIER_N"] = "8";
+  EXPECT_EQ(ok(env).n.value, 8u);
+  env["TFBARRIER_N"] = "junk";
+  EXPECT_EQ(ok(env, with_n(8)).n.value, 8u);
+}
+
+TEST(N, EmptyVariableFallsThrough) {
+  env_map env = slurm_salloc();
+  env["TFBARRIER_N"] = "";
+  EXPECT_EQ(ok(env).n.source, "env:SLURM_NTASKS");
+}
+
+// ---- rank ----
+
+TEST(Rank, PrecedenceSlurmStep) {
+  env_map env = slurm_step();
+  EXPECT_EQ(ok(env).rank.value, 5u);
+  EXPECT_EQ(ok(env).rank.source, "env:SLURM_PROCID");
+  env["TFBARRIER_RANK"] = "6";
+  EXPECT_EQ(ok(env).rank.value, 6u);
+  EXPECT_EQ(ok(env).rank.source, "env:TFBARRIER_RANK");
+  EXPECT_EQ(ok(env, with_rank(7)).rank.value, 7u);
+  EXPECT_EQ(ok(env, with_rank(7)).rank.source, "flag:--rank");
+}
+
+TEST(Rank, PrecedenceTorchrun) {
+  env_map env = torchrun_worker();
+  EXPECT_EQ(ok(env).rank.value, 2u);
+  EXPECT_EQ(ok(env).rank.source, "env:RANK");
+  env["TFBARRIER_RANK"] = "3";
+  EXPECT_EQ(ok(env).rank.source, "env:TFBARRIER_RANK");
+  EXPECT_EQ(ok(env, with_rank(1)).rank.source, "flag:--rank");
+}
+
+TEST(Rank, PrecedenceOpenMpi) {
+  env_map env = openmpi_rank("4");
+  EXPECT_EQ(ok(env).rank.value, 4u);
+  EXPECT_EQ(ok(env).rank.source, "env:OMPI_COMM_WORLD_RANK");
+  env["TFBARRIER_RANK"] = "3";
+  EXPECT_EQ(ok(env).rank.source, "env:TFBARRIER_RANK");
+  EXPECT_EQ(ok(env, with_rank(1)).rank.source, "flag:--rank");
+}
+
+TEST(Rank, PrecedencePmi) {
+  env_map env = pmi_rank("2");
+  EXPECT_EQ(ok(env).rank.value, 2u);
+  EXPECT_EQ(ok(env).rank.source, "env:PMI_RANK");
+  env["TFBARRIER_RANK"] = "1";
+  EXPECT_EQ(ok(env).rank.source, "env:TFBARRIER_RANK");
+  EXPECT_EQ(ok(env, with_rank(0)).rank.source, "flag:--rank");
+}
+
+TEST(Rank, PrecedenceNone) {
+  EXPECT_EQ(ok({}).rank.value, std::nullopt);
+  EXPECT_EQ(ok({{"TFBARRIER_RANK", "3"}}).rank.value, 3u);
+  EXPECT_EQ(ok({{"TFBARRIER_RANK", "3"}}, with_rank(4)).rank.value, 4u);
+  EXPECT_EQ(ok({{"RANK", "3"}}).rank.value, std::nullopt);  // not torchrun
+}
+
+TEST(Rank, SallocShellHasNoRank) {
+  settings s = ok(slurm_salloc(), {}, "login1");
+  EXPECT_EQ(s.rank.value, std::nullopt);
+  EXPECT_EQ(s.rank.source, "unset");
+  EXPECT_TRUE(s.warnings.empty());
+}
+
+TEST(Rank, BatchScriptIsNotTaskZero) {
+  settings s = ok(slurm_batch());
+  EXPECT_EQ(s.rank.value, std::nullopt);
+  EXPECT_EQ(s.rank.source, "unset");
+  ASSERT_EQ(s.warnings.size(), 1u);
+  EXPECT_CONTAINS(s.warnings[0], "SLURM_PROCID is ignored outside an srun step");
+  // The batch script may still say who it is.
+  settings r = ok(slurm_batch(), with_rank(0));
+  EXPECT_EQ(r.rank.value, 0u);
+  EXPECT_TRUE(r.warnings.empty());
+  env_map env = slurm_batch();
+  env["TFBARRIER_RANK"] = "1";
+  EXPECT_EQ(ok(env).rank.value, 1u);
+}
+
+TEST(Rank, StepDetectedByEitherStepVariable) {
+  env_map env = slurm_batch();
+  env["SLURM_STEP_NUM_TASKS"] = "8";
+  EXPECT_EQ(ok(env).rank.value, 0u);
+  env = slurm_batch();
+  env["SLURM_STEP_NODELIST"] = "n[01-04]";
+  EXPECT_EQ(ok(env).rank.value, 0u);
+}
+
+TEST(Rank, MustBeBelowN) {
+  env_map env = slurm_step();
+  env["SLURM_PROCID"] = "7";
+  EXPECT_EQ(ok(env).rank.value, 7u);  // n = 8
+  env["SLURM_PROCID"] = "8";
+  EXPECT_EQ(err(env),
+            "rank 8 (from SLURM_PROCID) is not below n=8 (from SLURM_STEP_NUM_TASKS): ranks run from 0 to n-1; pass "
+            "--rank and --n (or set TFBARRIER_RANK and TFBARRIER_N) that agree");
+  EXPECT_CONTAINS(err(slurm_step(), with_n(5)), "rank 5 (from SLURM_PROCID) is not below n=5 (from --n)");
+  EXPECT_CONTAINS(err({{"TFBARRIER_N", "2"}}, with_rank(2)), "rank 2 (from --rank) is not below n=2 (from TFBARRIER_N)");
+  EXPECT_CONTAINS(err({{"TFBARRIER_N", "1"}, {"TFBARRIER_RANK", "1"}}), "(from TFBARRIER_RANK)");
+  env_map t = torchrun_worker();
+  t["RANK"] = "4";
+  EXPECT_CONTAINS(err(t), "rank 4 (from RANK) is not below n=4 (from WORLD_SIZE)");
+  EXPECT_CONTAINS(err(openmpi_rank("6")), "(from OMPI_COMM_WORLD_RANK)");
+  EXPECT_CONTAINS(err(pmi_rank("3")), "(from PMI_RANK)");
+}
+
+TEST(Rank, WithoutNAnyRankBelowTheMaximum) {
+  EXPECT_EQ(ok({}, with_rank(999999)).rank.value, 999999u);
+  EXPECT_EQ(err({}, with_rank(1000000)), "--rank 1000000 is out of range: a rank runs from 0 to 999999");
+  EXPECT_EQ(err({{"TFBARRIER_RANK", "1000000"}}),
+            "TFBARRIER_RANK=\"1000000\" is out of range: a rank runs from 0 to 999999; fix TFBARRIER_RANK or pass "
+            "--rank");
+}
+
+TEST(Rank, NotNumbers) {
+  env_map env = slurm_step();
+  env["SLURM_PROCID"] = "x";
+  EXPECT_EQ(err(env), "SLURM_PROCID=\"x\" is not a rank; set TFBARRIER_RANK or pass --rank");
+  for (std::string bad : {"-1", "+1", " 1", "1.0", "one"}) {
+    EXPECT_CONTAINS(err({{"TFBARRIER_RANK", bad}}), "TFBARRIER_RANK=\"" + bad + "\" is not a rank");
+    env_map t = torchrun_worker();
+    t["RANK"] = bad;
+    EXPECT_CONTAINS(err(t), "RANK=\"" + bad + "\" is not a rank; set TFBARRIER_RANK or pass --rank");
+  }
+}
+
+TEST(Rank, BadNIsReportedBeforeRank) {
+  EXPECT_CONTAINS(err({{"TFBARRIER_N", "x"}, {"TFBARRIER_RANK", "y"}}), "TFBARRIER_N=");
+}
+
+// ---- scope ----
+
+TEST(Scope, Slurm) {
+  settings s = ok(slurm_step());
+  EXPECT_EQ(s.scope.value, "slurm-4242.0");
+  EXPECT_EQ(s.scope.source, "derived:SLURM_JOB_ID");
+  env_map env = slurm_step();
+  env["SLURM_RESTART_COUNT"] = "2";
+  EXPECT_EQ(ok(env).scope.value, "slurm-4242.2");
+}
+
+TEST(Scope, SlurmNumbersAreCanonical) {
+  env_map env = slurm_step();
+  env["SLURM_JOB_ID"] = "004242";
+  env["SLURM_RESTART_COUNT"] = "01";
+  EXPECT_EQ(ok(env).scope.value, "slurm-4242.1");
+}
+
+TEST(Scope, SlurmBadValues) {
+  env_map env = slurm_step();
+  env["TFBARRIER_PORT"] = "5000";
+  env["SLURM_JOB_ID"] = "12a";
+  EXPECT_EQ(err(env),
+            "SLURM_JOB_ID=\"12a\" is not a job number, so no scope can be derived from it; set TFBARRIER_SCOPE or "
+            "pass --scope");
+  env = slurm_step();
+  env["SLURM_RESTART_COUNT"] = "x";
+  EXPECT_EQ(err(env),
+            "SLURM_RESTART_COUNT=\"x\" is not a number, so no scope can be derived from it; set TFBARRIER_SCOPE or "
+            "pass --scope");
+  EXPECT_EQ(ok(env, with_scope("s")).scope.value, "s");
+}
+
+TEST(Scope, Torchrun) {
+  settings s = ok(torchrun_worker());
+  EXPECT_EQ(s.scope.value, "torchrun-job7.0");
+  EXPECT_EQ(s.scope.source, "derived:TORCHELASTIC_RUN_ID");
+  env_map env = torchrun_worker();
+  env["TORCHELASTIC_RESTART_COUNT"] = "3";
+  EXPECT_EQ(ok(env).scope.value, "torchrun-job7.3");
+  env.erase("TORCHELASTIC_RESTART_COUNT");
+  EXPECT_EQ(ok(env).scope.value, "torchrun-job7.0");
+  env["TORCHELASTIC_RUN_ID"] = "none";  // torchrun's default --rdzv-id
+  EXPECT_EQ(ok(env).scope.value, "torchrun-none.0");
+}
+
+TEST(Scope, TorchrunWithoutRunIdIsDefault) {
+  settings s = ok({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "m"}});
+  EXPECT_EQ(s.scope.value, "default");
+  EXPECT_EQ(s.scope.source, "default");
+}
+
+TEST(Scope, TorchrunBadValues) {
+  env_map env = torchrun_worker();
+  env["TORCHELASTIC_RUN_ID"] = "my job";
+  EXPECT_EQ(err(env),
+            "TORCHELASTIC_RUN_ID=\"my job\" gives the scope \"torchrun-my job.0\", which is not valid (use 1 to 128 "
+            "characters of A-Z a-z 0-9 . _ : -); set TFBARRIER_SCOPE or pass --scope");
+  env["TORCHELASTIC_RUN_ID"] = std::string(117, 'a');  // "torchrun-" + 117 + ".0" = 128
+  EXPECT_EQ(ok(env).scope.value->size(), 128u);
+  env["TORCHELASTIC_RUN_ID"] = std::string(118, 'a');
+  EXPECT_CONTAINS(err(env), "which is not valid");
+  env = torchrun_worker();
+  env["TORCHELASTIC_RESTART_COUNT"] = "-1";
+  EXPECT_CONTAINS(err(env), "TORCHELASTIC_RESTART_COUNT=\"-1\" is not a number");
+  env["TFBARRIER_SCOPE"] = "ok";
+  EXPECT_EQ(ok(env).scope.value, "ok");
+}
+
+TEST(Scope, OtherLaunchersAreDefault) {
+  EXPECT_EQ(ok(openmpi_rank("0")).scope.value, "default");
+  EXPECT_EQ(ok(pmi_rank("0")).scope.value, "default");
+  EXPECT_EQ(ok({}).scope.value, "default");
+}
+
+TEST(Scope, PrecedenceForEveryLauncher) {
+  for (const env_map& base : {env_map{}, slurm_step(), torchrun_worker(), openmpi_rank("0"), pmi_rank("0")}) {
+    env_map env = base;
+    env["TFBARRIER_SCOPE"] = "from-env";
+    settings s = ok(env);
+    EXPECT_EQ(s.scope.value, "from-env") << s.launcher;
+    EXPECT_EQ(s.scope.source, "env:TFBARRIER_SCOPE");
+    s = ok(env, with_scope("from-flag"));
+    EXPECT_EQ(s.scope.value, "from-flag") << s.launcher;
+    EXPECT_EQ(s.scope.source, "flag:--scope");
+  }
+}
+
+TEST(Scope, Charset) {
+  std::string all = "AZaz09._:-";
+  EXPECT_EQ(ok({}, with_scope(all)).scope.value, all);
+  EXPECT_EQ(ok({}, with_scope(std::string(128, 'x'))).scope.value->size(), 128u);
+  EXPECT_EQ(err({}, with_scope("a b")),
+            "--scope \"a b\" is not a valid scope: use 1 to 128 characters of A-Z a-z 0-9 . _ : -");
+  EXPECT_EQ(err({{"TFBARRIER_SCOPE", "a/b"}}),
+            "TFBARRIER_SCOPE=\"a/b\" is not a valid scope: use 1 to 128 characters of A-Z a-z 0-9 . _ : -; fix it or "
+            "pass --scope");
+  for (const std::string& bad : std::vector<std::string>{"", std::string(129, 'x'), "a=b", "*", "a\nb", "ä", "a,b"})
+    EXPECT_CONTAINS(err({}, with_scope(bad)), "is not a valid scope");
+}
+
+TEST(Scope, ControlBytesAreEscapedInMessages) {
+  EXPECT_CONTAINS(err({}, with_scope("a\nb")), "\"a\\x0ab\"");
+}
+
+// ---- node ----
+
+TEST(Node, SlurmdNodenameWinsOverHostname) {
+  settings s = ok(slurm_step(), {}, "n03.cluster");
+  EXPECT_EQ(s.node.value, "n03");
+  EXPECT_EQ(s.node.source, "env:SLURMD_NODENAME");
+}
+
+TEST(Node, HostnameOtherwise) {
+  settings s = ok(torchrun_worker(), {}, "box");
+  EXPECT_EQ(s.node.value, "box");
+  EXPECT_EQ(s.node.source, "hostname");
+}
+
+TEST(Node, UnsetWithoutEither) {
+  settings s = ok({}, {}, "");
+  EXPECT_EQ(s.node.value, std::nullopt);
+  EXPECT_EQ(s.node.source, "unset");
+}
+
+// ---- may_start_host ----
+
+TEST(MayStart, SlurmOnlyOnTheHostNode) {
+  env_map env = slurm_step();
+  env["SLURMD_NODENAME"] = "n01";
+  EXPECT_TRUE(ok(env).may_start_host);
+  env["SLURMD_NODENAME"] = "n02";
+  EXPECT_FALSE(ok(env).may_start_host);
+}
+
+TEST(MayStart, SlurmUsesTheStepsFirstNode) {
+  env_map env = slurm_step();
+  env["SLURM_STEP_NODELIST"] = "n[03-04]";
+  env["SLURMD_NODENAME"] = "n03";
+  EXPECT_TRUE(ok(env).may_start_host);
+  env["SLURMD_NODENAME"] = "n01";
+  EXPECT_FALSE(ok(env).may_start_host);
+}
+
+TEST(MayStart, SlurmRankDoesNotMatter) {
+  env_map env = slurm_step();
+  env["SLURMD_NODENAME"] = "n01";
+  env["SLURM_PROCID"] = "3";
+  EXPECT_TRUE(ok(env).may_start_host);
+}
+
+TEST(MayStart, SlurmBatchScriptRunsOnTheFirstNode) { EXPECT_TRUE(ok(slurm_batch()).may_start_host); }
+
+TEST(MayStart, SallocShellOnALoginNodeMayNot) {
+  EXPECT_FALSE(ok(slurm_salloc(), {}, "login1").may_start_host);
+  // Without SLURMD_NODENAME the host name is compared.
+  EXPECT_TRUE(ok(slurm_salloc(), {}, "n01").may_start_host);
+}
+
+TEST(MayStart, RankZeroForTorchrunOpenMpiAndPmi) {
+  env_map t = torchrun_worker();
+  EXPECT_FALSE(ok(t).may_start_host);
+  t["RANK"] = "0";
+  EXPECT_TRUE(ok(t).may_start_host);
+  EXPECT_TRUE(ok(openmpi_rank("0")).may_start_host);
+  EXPECT_FALSE(ok(openmpi_rank("1")).may_start_host);
+  EXPECT_TRUE(ok(pmi_rank("0")).may_start_host);
+  EXPECT_FALSE(ok(pmi_rank("2")).may_start_host);
+}
+
+TEST(MayStart, RankFromTheFlagCounts) {
+  EXPECT_TRUE(ok(openmpi_rank("1"), with_rank(0)).may_start_host);
+  EXPECT_FALSE(ok(openmpi_rank("0"), with_rank(1)).may_start_host);
+}
+
+TEST(MayStart, TorchrunWithoutRankMayNot) {
+  EXPECT_FALSE(ok({{"TORCHELASTIC_RUN_ID", "r"}, {"MASTER_ADDR", "m"}}).may_start_host);
+}
+
+TEST(MayStart, NoneAlways) {
+  EXPECT_TRUE(ok({}).may_start_host);
+  EXPECT_TRUE(ok({{"TFBARRIER_PORT", "9"}, {"TFBARRIER_RANK", "3"}}).may_start_host);
+}
+
+TEST(MayStart, NeverWithAGivenHostOrAddress) {
+  for (const env_map& base : {env_map{}, slurm_batch(), openmpi_rank("0"), pmi_rank("0")}) {
+    env_map env = base;
+    env["TFBARRIER_HOST"] = "127.0.0.1";
+    EXPECT_FALSE(ok(env).may_start_host);
+    env.erase("TFBARRIER_HOST");
+    env["TFBARRIER_ADDR"] = "127.0.0.1:7727";
+    EXPECT_FALSE(ok(env).may_start_host);
+  }
+}
+
+// ---- addr() ----
+
+TEST(AddrString, Forms) {
+  settings s;
+  s.host = {"node1", "x"};
+  s.port = {80, "x"};
+  EXPECT_EQ(s.addr(), "node1:80");
+  s.host = {"fd00::1", "x"};
+  EXPECT_EQ(s.addr(), "[fd00::1]:80");
+  s.host = {"10.0.0.1", "x"};
+  EXPECT_EQ(s.addr(), "10.0.0.1:80");
+}
+
+// ---- output ----
+
+TEST(Json, AllKeysAndSources) {
+  auto j = nlohmann::json::parse(settings_to_json(ok(slurm_step())));
+  EXPECT_EQ(j["addr"], "n01:14242");
+  EXPECT_EQ(j["host"], "n01");
+  EXPECT_EQ(j["port"], 14242);
+  EXPECT_EQ(j["n"], 8);
+  EXPECT_EQ(j["rank"], 5);
+  EXPECT_EQ(j["scope"], "slurm-4242.0");
+  EXPECT_EQ(j["launcher"], "slurm");
+  EXPECT_EQ(j["node"], "n03");
+  EXPECT_EQ(j["may_start_host"], false);
+  EXPECT_EQ(j["addr_explicit"], false);
+  EXPECT_TRUE(j["warnings"].is_array());
+  EXPECT_TRUE(j["warnings"].empty());
+  EXPECT_EQ(j["source"]["host"], "derived:SLURM_STEP_NODELIST");
+  EXPECT_EQ(j["source"]["port"], "derived:SLURM_JOB_ID");
+  EXPECT_EQ(j["source"]["n"], "env:SLURM_STEP_NUM_TASKS");
+  EXPECT_EQ(j["source"]["rank"], "env:SLURM_PROCID");
+  EXPECT_EQ(j["source"]["scope"], "derived:SLURM_JOB_ID");
+  EXPECT_EQ(j["source"]["node"], "env:SLURMD_NODENAME");
+  EXPECT_EQ(j.size(), 12u);
+  EXPECT_EQ(j["source"].size(), 6u);
+}
+
+TEST(Json, UnsetValuesAreNull) {
+  auto j = nlohmann::json::parse(settings_to_json(ok({}, {}, "")));
+  EXPECT_TRUE(j["n"].is_null());
+  EXPECT_TRUE(j["rank"].is_null());
+  EXPECT_TRUE(j["node"].is_null());
+  EXPECT_EQ(j["source"]["n"], "unset");
+  EXPECT_EQ(j["may_start_host"], true);
+}
+
+TEST(Json, WarningsAndIndentedKeyOrder) {
+  std::string text = settings_to_json(ok(openmpi_rank("0")));
+  auto j = nlohmann::json::parse(text);
+  ASSERT_EQ(j["warnings"].size(), 1u);
+  EXPECT_EQ(text.rfind("{\n  \"addr\": \"127.0.0.1:7727\",\n  \"host\"", 0), 0u) << text;
+  EXPECT_LT(text.find("\"launcher\""), text.find("\"warnings\""));
+}
+
+TEST(Json, Ipv6AddrIsBracketed) {
+  auto j = nlohmann::json::parse(settings_to_json(ok({}, with_addr("[::1]:5"))));
+  EXPECT_EQ(j["addr"], "[::1]:5");
+  EXPECT_EQ(j["host"], "::1");
+  EXPECT_EQ(j["addr_explicit"], true);
+}
+
+TEST(Text, AlignedLinesWithSources) {
+  std::string text = settings_to_text(ok(slurm_step()));
+  EXPECT_EQ(text,
+            "launcher        slurm\n"
+            "addr            n01:14242\n"
+            "host            n01           (derived:SLURM_STEP_NODELIST)\n"
+            "port            14242         (derived:SLURM_JOB_ID)\n"
+            "n               8             (env:SLURM_STEP_NUM_TASKS)\n"
+            "rank            5             (env:SLURM_PROCID)\n"
+            "scope           slurm-4242.0  (derived:SLURM_JOB_ID)\n"
+            "node            n03           (env:SLURMD_NODENAME)\n"
+            "addr_explicit   no\n"
+            "may_start_host  no\n");
+}
+
+TEST(Text, UnsetValuesAndWarnings) {
+  std::string text = settings_to_text(ok(slurm_batch()));
+  EXPECT_CONTAINS(text, "rank            -             (unset)\n");
+  EXPECT_CONTAINS(text, "may_start_host  yes\n");
+  EXPECT_CONTAINS(text, "warning         SLURM_PROCID is ignored");
+}
+
+}  // namespace
+}  // namespace tfb
