@@ -12,7 +12,7 @@
 #   4. munged, only if slurm-up.sh started it (/tmp/tfb-slurm/munged.started);
 #   5. removes the /etc/slurm/slurm.conf symlink (only if it points into /tmp/tfb-slurm);
 #   6. runs netns-down.sh if any tfb-* namespace, /etc/netns/tfb-* dir or the guard route exists.
-# Logs stay in /tmp/tfb-slurm/log/ for post-mortems.
+# slurm.env is removed (its absence means "no cluster"). Logs stay in /tmp/tfb-slurm/log/ for post-mortems.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -153,7 +153,7 @@ if [ -L /etc/slurm/slurm.conf ]; then
     "$D"/*) rm -f /etc/slurm/slurm.conf ;;
   esac
 fi
-rm -f "$D"/*.pid
+rm -f "$D"/*.pid "$D/slurm.env"   # no env file = no cluster
 
 # 6. network
 if ip netns list 2>/dev/null | awk '{print $1}' | grep -q '^tfb-' \
