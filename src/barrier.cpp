@@ -7,6 +7,12 @@ namespace tfb {
 
 using proto::verdict;
 
+namespace {
+constexpr std::size_t max_recent_rounds = 8;   // released rounds remembered per barrier
+constexpr std::size_t max_departed = 64;       // departures remembered per round
+constexpr conn_id restored_conn_base = conn_id{1} << 62;  // members restored from the journal have no connection
+}  // namespace
+
 std::string barrier_set::describe(const member& m) {
   std::string who = m.rank ? fmt::format("rank {}", *m.rank) : std::string("a participant without rank");
   return fmt::format("{} ({} pid {})", who, m.host, m.pid);
@@ -33,6 +39,65 @@ barrier_set::round* barrier_set::find_round(barrier& b, std::uint64_t gen) {
   if (b.open.gen == gen) return &b.open;
   auto it = b.gathered.find(gen);
   return it == b.gathered.end() ? nullptr : &it->second;
+}
+
+void barrier_set::move_member(round& r, conn_id from, conn_id to, const key* k) {
+  auto node = r.members.extract(from);
+  node.key() = to;
+  member& m = node.mapped();
+  m.connected = true;
+  if (m.rank) r.by_rank[*m.rank] = to;
+  r.by_id[m.id] = to;
+  if (r.chief == from) r.chief = to;
+  r.members.insert(std::move(node));
+  where_.erase(from);
+  where_[to] = location{k, r.gen, true};
+}
+
+// A participant that comes back with the same id (after a lost connection, or
+// a host restart) is the same participant: it is never counted twice.
+bool barrier_set::rejoin(barrier& b, conn_id c, const std::string& id, bool is_decide, output& out) {
+  for (const finished& f : b.recent) {
+    if (!std::binary_search(f.ids.begin(), f.ids.end(), id)) continue;
+    // Released while it was away: it gets that round's outcome, not a new round.
+    out.sends.push_back({c, proto::release{b.name, f.gen, f.v,
+                                           is_decide ? std::optional<std::uint32_t>(0) : std::nullopt, f.message}});
+    out.log.push_back(fmt::format("rejoin {}: participant {} came back after the release; told the outcome",
+                                  label(b, f.gen), id));
+    return true;
+  }
+  const key* k = &barriers_.find(key{b.scope, b.name})->first;
+  auto try_round = [&](round& r) -> bool {
+    auto it = r.by_id.find(id);
+    if (it == r.by_id.end()) {
+      if (is_decide && std::find(r.decider_ids.begin(), r.decider_ids.end(), id) != r.decider_ids.end()) {
+        out.sends.push_back({c, proto::decided{b.name, r.gen, r.v, static_cast<std::uint32_t>(r.members.size()), r.n}});
+        r.deciders.push_back(c);
+        where_[c] = location{k, r.gen, false};
+        return true;
+      }
+      return false;
+    }
+    member& m = r.members.at(it->second);
+    out.log.push_back(fmt::format("rejoin {}: {} came back", label(b, r.gen), describe(m)));
+    if (r.gathered && m.chief && !m.durable) {
+      out.sends.push_back({c, proto::all_here{b.name, r.gen, *r.n, *r.n}});
+      return true;
+    }
+    bool durable = m.durable;
+    move_member(r, it->second, c, k);
+    auto count = static_cast<std::uint32_t>(r.members.size());
+    if (durable) {
+      r.members.at(c).wants_release = true;
+      out.sends.push_back({c, proto::decided{b.name, r.gen, r.v, count, r.n}});
+    } else {
+      out.sends.push_back({c, proto::waiting{b.name, r.gen, count, r.n}});
+    }
+    return true;
+  };
+  for (auto& [g, r] : b.gathered)
+    if (try_round(r)) return true;
+  return try_round(b.open);
 }
 
 bool barrier_set::check_join(barrier& b, conn_id c, const std::optional<std::uint32_t>& n,
@@ -79,6 +144,7 @@ void barrier_set::add_member(barrier& b, conn_id c, member m, millis now) {
   m.since = now;
   if (m.rank) r.by_rank.emplace(*m.rank, c);
   if (m.chief) r.chief = c;
+  r.by_id[m.id] = c;
   r.members.emplace(c, std::move(m));
   where_[c] = location{&barriers_.find(key{b.scope, b.name})->first, r.gen, true};
 }
@@ -90,6 +156,7 @@ void barrier_set::arrive(conn_id c, const proto::arrive& a, const peer_info& p, 
     out.sends.push_back({c, proto::aborted{b.name, b.aborted_gen, std::nullopt, b.abort_reason}});
     return;
   }
+  if (rejoin(b, c, a.id, false, out)) return;
   if (!check_join(b, c, a.n, a.rank, a.chief, p, out)) return;
   if (!r.n) {
     r.n = a.n;
@@ -152,16 +219,44 @@ void barrier_set::release(barrier& b, round& r, output& out) {
   }
   for (conn_id c : r.deciders) where_.erase(c);
   want_count.insert(want_count.end(), r.deciders.begin(), r.deciders.end());
+  finished f{r.gen, r.v, r.message, {}};
+  f.ids.reserve(r.members.size() + r.decider_ids.size());
+  for (const auto& [c, m] : r.members) f.ids.push_back(m.id);
+  f.ids.insert(f.ids.end(), r.decider_ids.begin(), r.decider_ids.end());
+  std::sort(f.ids.begin(), f.ids.end());
+  journal_entry j;
+  j.what = journal_entry::kind::release;
+  j.scope = b.scope;
+  j.name = b.name;
+  j.gen = r.gen;
+  j.v = r.v;
+  j.message = r.message;
+  j.ids = f.ids;
+  out.journal.push_back(std::move(j));
+  b.recent.push_front(std::move(f));
+  if (b.recent.size() > max_recent_rounds) b.recent.pop_back();
   for (conn_id c : want_count) out.sends.push_back({c, proto::release{b.name, r.gen, r.v, delivered, r.message}});
   out.log.push_back(fmt::format("release {}: {} participants, verdict {}{}{}", label(b, r.gen), *r.n,
                                 proto::to_string(r.v), r.message.empty() ? "" : ": ", r.message));
 }
 
 void barrier_set::deliver_verdict(barrier& b, round& r, verdict v, const std::string& message,
-                                  const std::string& by, conn_id decider, bool wait, millis, output& out) {
+                                  const std::string& by, const std::string& decider_id, conn_id decider, bool wait,
+                                  millis, output& out) {
   r.v = v;
   r.message = message;
   r.verdict_by = by;
+  r.decider_ids.push_back(decider_id);
+  journal_entry j;
+  j.what = journal_entry::kind::verdict;
+  j.scope = b.scope;
+  j.name = b.name;
+  j.gen = r.gen;
+  j.v = v;
+  j.message = message;
+  j.id = decider_id;
+  j.n = r.n;
+  out.journal.push_back(std::move(j));
   auto arrived = static_cast<std::uint32_t>(r.members.size());
   out.log.push_back(fmt::format("verdict {}: {} from {}{}{}", label(b, r.gen), proto::to_string(v), by,
                                 message.empty() ? "" : ": ", message));
@@ -212,11 +307,12 @@ void barrier_set::decide(conn_id c, const proto::decide& d, const peer_info& p, 
           fmt::format("barrier {} was aborted{}{}", b.name, b.abort_reason.empty() ? "" : ": ", b.abort_reason));
     return;
   }
+  if (rejoin(b, c, d.id, true, out)) return;
   // A gathered round (chief told ALLHERE) takes the verdict and releases.
   for (auto it = b.gathered.begin(); it != b.gathered.end(); ++it) {
     round& r = it->second;
     if (r.v != verdict::none) continue;
-    deliver_verdict(b, r, d.v, d.message, by, c, d.wait, now, out);
+    deliver_verdict(b, r, d.v, d.message, by, d.id, c, d.wait, now, out);
     if (!d.wait) {
       // Nobody to count deliveries for; still release now.
     }
@@ -248,7 +344,7 @@ void barrier_set::decide(conn_id c, const proto::decide& d, const peer_info& p, 
                                                      b.name, r.gen, *r.n, r.n_by, *d.n));
       return;
     }
-    deliver_verdict(b, r, d.v, d.message, by, c, d.wait, now, out);
+    deliver_verdict(b, r, d.v, d.message, by, d.id, c, d.wait, now, out);
     return;
   }
   // No chief yet: this DECIDE is the chief's arrival, with its verdict.
@@ -272,6 +368,20 @@ void barrier_set::decide(conn_id c, const proto::decide& d, const peer_info& p, 
   r.v = d.v;
   r.message = d.message;
   r.verdict_by = by;
+  journal_entry j;
+  j.what = journal_entry::kind::verdict;
+  j.scope = b.scope;
+  j.name = b.name;
+  j.gen = r.gen;
+  j.v = d.v;
+  j.message = d.message;
+  j.chief_arrival = true;
+  j.id = d.id;
+  j.host = p.host;
+  j.pid = p.pid;
+  j.n = r.n;
+  j.rank = d.rank;
+  out.journal.push_back(std::move(j));
   auto count = static_cast<std::uint32_t>(r.members.size());
   out.log.push_back(fmt::format("arrive {}: {} as chief with verdict {}, {}/{}", label(b, r.gen), who,
                                 proto::to_string(d.v), count, *r.n));
@@ -301,6 +411,13 @@ void barrier_set::abort(conn_id c, const proto::abort_req& a, millis now, output
     b.aborted_gen = b.gathered.empty() ? b.open.gen : b.gathered.begin()->first;
     b.abort_reason = a.reason;
   }
+  journal_entry j;
+  j.what = journal_entry::kind::abort;
+  j.scope = b.scope;
+  j.name = b.name;
+  j.gen = b.aborted_gen;
+  j.message = b.abort_reason;
+  out.journal.push_back(std::move(j));
   b.gathered.clear();
   std::uint64_t gen = b.open.gen;
   b.open = round{};
@@ -310,7 +427,8 @@ void barrier_set::abort(conn_id c, const proto::abort_req& a, millis now, output
   out.sends.push_back({c, proto::aborted{b.name, b.aborted_gen, notified, b.abort_reason}});
 }
 
-void barrier_set::leave(conn_id c, bool explicit_leave, millis now, output& out) {
+void barrier_set::leave(conn_id c, departure how, millis now, output& out) {
+  bool explicit_leave = how == departure::left;
   auto it = where_.find(c);
   if (it == where_.end()) {
     if (explicit_leave) out.sends.push_back({c, proto::left{"", 0}});
@@ -335,10 +453,13 @@ void barrier_set::leave(conn_id c, bool explicit_leave, millis now, output& out)
     m.connected = false;
     return;
   }
+  static constexpr const char* how_text[] = {"left", "disconnected", "unresponsive"};
   out.log.push_back(fmt::format("leave {}: {} withdrew ({}), {}/{}", label(b, r->gen), describe(m),
-                                explicit_leave ? "left" : "disconnected", r->members.size() - 1,
+                                how_text[static_cast<int>(how)], r->members.size() - 1,
                                 r->n ? std::to_string(*r->n) : "?"));
+  if (r->departed.size() < max_departed) r->departed.push_back(gone{m.rank, m.host, m.pid, how, now});
   if (m.rank) r->by_rank.erase(*m.rank);
+  r->by_id.erase(m.id);
   if (r->chief == c) r->chief.reset();
   r->members.erase(mit);
   if (r->members.empty() && r->v == verdict::none) {
@@ -379,6 +500,11 @@ proto::status_reply barrier_set::status(const proto::status_req& s, millis now) 
     std::sort(info.members.begin(), info.members.end(), [](const auto& x, const auto& y) {
       return x.rank.value_or(UINT32_MAX) < y.rank.value_or(UINT32_MAX);
     });
+    if (s.detail) {
+      static constexpr const char* how_text[] = {"left", "disconnected", "unresponsive"};
+      for (const gone& g : r.departed)
+        info.gone.push_back({g.rank, g.host, g.pid, how_text[static_cast<int>(g.how)], now - g.when});
+    }
     if (r.n && all_ranked) {
       std::sort(ranks.begin(), ranks.end());
       std::vector<std::uint32_t> missing;
@@ -409,6 +535,112 @@ proto::status_reply barrier_set::status(const proto::status_req& s, millis now) 
     }
     for (const auto& [g, r] : b.gathered) describe_round(b, r, "gathered");
     if (!b.open.members.empty() || !s.name.empty()) describe_round(b, b.open, "open");
+  }
+  return out;
+}
+
+void barrier_set::restore(const journal_entry& e, millis now) {
+  barrier& b = get(e.scope, e.name, now);
+  switch (e.what) {
+    case journal_entry::kind::release: {
+      finished f{e.gen, e.v, e.message, e.ids};
+      std::sort(f.ids.begin(), f.ids.end());
+      b.recent.push_front(std::move(f));
+      if (b.recent.size() > max_recent_rounds) b.recent.pop_back();
+      std::erase_if(b.gathered, [&](const auto& g) { return g.first <= e.gen; });
+      if (b.open.gen <= e.gen) {
+        b.open = round{};
+        b.open.gen = e.gen + 1;
+        b.open.opened = now;
+      }
+      break;
+    }
+    case journal_entry::kind::verdict: {
+      if (b.open.gen > e.gen) break;  // already released
+      if (b.open.gen < e.gen && b.open.members.empty()) b.open.gen = e.gen;
+      round& r = b.open;
+      r.v = e.v;
+      r.message = e.message;
+      r.verdict_by = "the journal";
+      if (!r.n) r.n = e.n;
+      if (r.n_by.empty()) r.n_by = "the chief (restored from the journal)";
+      if (e.chief_arrival && !r.by_id.count(e.id)) {
+        member m;
+        m.rank = e.rank;
+        m.host = e.host;
+        m.pid = e.pid;
+        m.id = e.id;
+        m.chief = true;
+        m.durable = true;
+        m.connected = false;
+        conn_id c = restored_conn_base + next_restored_++;
+        if (m.rank) r.by_rank.emplace(*m.rank, c);
+        r.chief = c;
+        r.by_id[m.id] = c;
+        m.since = now;
+        r.members.emplace(c, std::move(m));
+      } else if (!e.chief_arrival) {
+        r.decider_ids.push_back(e.id);
+      }
+      break;
+    }
+    case journal_entry::kind::abort:
+      b.aborted = true;
+      b.aborted_gen = e.gen;
+      b.abort_reason = e.message;
+      b.open = round{};
+      b.open.gen = e.gen;
+      b.gathered.clear();
+      break;
+  }
+}
+
+std::vector<journal_entry> barrier_set::snapshot() const {
+  std::vector<journal_entry> out;
+  for (const auto& [k, b] : barriers_) {
+    for (auto it = b.recent.rbegin(); it != b.recent.rend(); ++it) {
+      journal_entry j;
+      j.what = journal_entry::kind::release;
+      j.scope = b.scope;
+      j.name = b.name;
+      j.gen = it->gen;
+      j.v = it->v;
+      j.message = it->message;
+      j.ids = it->ids;
+      out.push_back(std::move(j));
+    }
+    if (b.aborted) {
+      journal_entry j;
+      j.what = journal_entry::kind::abort;
+      j.scope = b.scope;
+      j.name = b.name;
+      j.gen = b.aborted_gen;
+      j.message = b.abort_reason;
+      out.push_back(std::move(j));
+      continue;
+    }
+    const round& r = b.open;
+    if (r.v == verdict::none) continue;
+    journal_entry j;
+    j.what = journal_entry::kind::verdict;
+    j.scope = b.scope;
+    j.name = b.name;
+    j.gen = r.gen;
+    j.v = r.v;
+    j.message = r.message;
+    j.n = r.n;
+    bool chief_member = false;
+    for (const auto& [c, m] : r.members)
+      if (m.chief && m.durable) {
+        j.chief_arrival = true;
+        j.id = m.id;
+        j.host = m.host;
+        j.pid = m.pid;
+        j.rank = m.rank;
+        chief_member = true;
+      }
+    if (!chief_member && !r.decider_ids.empty()) j.id = r.decider_ids.front();
+    out.push_back(std::move(j));
   }
   return out;
 }

@@ -3,6 +3,7 @@
 // passes connection ids and the time, and gets back what to send to whom.
 // Every rule here is in docs/protocol.md and tested in tests/unit/barrier_test.cpp.
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <string>
@@ -28,11 +29,31 @@ struct effect {
   proto::reply msg;
 };
 
+/// A fact the host must write (and flush) to its journal before it sends
+/// the replies of the same step, so that an acknowledged verdict survives a crash.
+struct journal_entry {
+  enum class kind { verdict, release, abort } what = kind::verdict;
+  std::string scope, name;
+  std::uint64_t gen = 0;
+  proto::verdict v = proto::verdict::none;
+  std::string message;  ///< verdict message, or abort reason
+  // kind::verdict: the chief's arrival that carried the verdict (when it arrived with it)
+  bool chief_arrival = false;
+  std::string id, host;
+  std::uint32_t pid = 0;
+  std::optional<std::uint32_t> n, rank;
+  std::vector<std::string> ids;  ///< kind::release: who was released
+};
+
 /// What one step of the state machine produced.
 struct output {
   std::vector<effect> sends;
-  std::vector<std::string> log;  ///< one event per line, for the host's log
+  std::vector<std::string> log;        ///< one event per line, for the host's log
+  std::vector<journal_entry> journal;  ///< to persist before `sends` go out
 };
+
+/// How a participant left before its round released.
+enum class departure { left, disconnected, unresponsive };
 
 class barrier_set {
  public:
@@ -43,7 +64,15 @@ class barrier_set {
   /// ABORT: every participant of the current round gets ABORTED.
   void abort(conn_id c, const proto::abort_req& a, millis now, output& out);
   /// LEAVE (explicit == true, replies LEFT) or a closed connection.
-  void leave(conn_id c, bool explicit_leave, millis now, output& out);
+  void leave(conn_id c, bool explicit_leave, millis now, output& out) {
+    leave(c, explicit_leave ? departure::left : departure::disconnected, now, out);
+  }
+  /// A participant goes: LEAVE (replies LEFT), a closed connection, or silence past the keep-alive.
+  void leave(conn_id c, departure how, millis now, output& out);
+  /// Replays one journal entry (at start-up, before any connection).
+  void restore(const journal_entry& e, millis now);
+  /// The journal entries that describe the current state (to compact the journal).
+  std::vector<journal_entry> snapshot() const;
   /// Tells everyone waiting that the host shuts down; forgets them.
   void shutdown(std::string_view text, output& out);
 
@@ -67,12 +96,26 @@ class barrier_set {
     bool wants_release = false;  ///< a one-step DECIDE with wait=1: gets RELEASE delivered=K
     millis since = 0;
   };
+  struct gone {
+    std::optional<std::uint32_t> rank;
+    std::string host;
+    std::uint32_t pid = 0;
+    departure how = departure::disconnected;
+    millis when = 0;
+  };
+  struct finished {
+    std::uint64_t gen = 0;
+    proto::verdict v = proto::verdict::continue_;
+    std::string message;
+    std::vector<std::string> ids;  ///< sorted: who was released (and deciders)
+  };
   struct round {
     std::uint64_t gen = 1;
     std::optional<std::uint32_t> n;
     std::string n_by;  ///< who fixed n, for conflict messages
     std::unordered_map<conn_id, member> members;
     std::unordered_map<std::uint32_t, conn_id> by_rank;
+    std::unordered_map<std::string, conn_id> by_id;
     std::optional<conn_id> chief;
     proto::verdict v = proto::verdict::none;
     std::string message;
@@ -80,6 +123,8 @@ class barrier_set {
     std::vector<conn_id> deciders;  ///< DECIDE wait=1 connections that are not members
     millis opened = 0;
     bool gathered = false;
+    std::vector<gone> departed;  ///< who left before release (bounded)
+    std::vector<std::string> decider_ids;
   };
   using key = std::pair<std::string, std::string>;  // scope, name
   struct barrier {
@@ -90,6 +135,7 @@ class barrier_set {
     std::uint64_t aborted_gen = 0;
     std::string abort_reason;
     millis last_activity = 0;
+    std::deque<finished> recent;  ///< the last few released rounds, for participants that reconnect
   };
   struct location {
     const key* k;
@@ -102,7 +148,10 @@ class barrier_set {
   void complete(barrier& b, millis now, output& out);
   void release(barrier& b, round& r, output& out);
   void deliver_verdict(barrier& b, round& r, proto::verdict v, const std::string& message,
-                       const std::string& by, conn_id decider, bool wait, millis now, output& out);
+                       const std::string& by, const std::string& decider_id, conn_id decider, bool wait, millis now,
+                       output& out);
+  bool rejoin(barrier& b, conn_id c, const std::string& id, bool is_decide, output& out);
+  void move_member(round& r, conn_id from, conn_id to, const key* k);
   bool check_join(barrier& b, conn_id c, const std::optional<std::uint32_t>& n,
                   const std::optional<std::uint32_t>& rank, bool chief, const peer_info& p, output& out);
   void add_member(barrier& b, conn_id c, member m, millis now);
@@ -111,6 +160,7 @@ class barrier_set {
 
   std::map<key, barrier> barriers_;
   std::unordered_map<conn_id, location> where_;
+  conn_id next_restored_ = 0;
 };
 
 }  // namespace tfb

@@ -44,14 +44,22 @@ CLI::Validator duration_validator() {
       "DUR");
 }
 
-void add_common(CLI::App* sub, common_options& c, std::string& connect_timeout) {
+// Durations as typed, converted once parsing succeeded.
+struct common_text {
+  std::string connect_timeout, keepalive;
+};
+
+void add_common(CLI::App* sub, common_options& c, common_text& t) {
   sub->add_option("--addr", c.addr, "Host address HOST:PORT (env TFBARRIER_ADDR; default: from the launcher, else 127.0.0.1:7727)");
   sub->add_option("--scope", c.scope, "Barrier namespace (env TFBARRIER_SCOPE; default: the Slurm job and attempt, else 'default')")
       ->check(name_validator());
-  sub->add_option("--connect-timeout", connect_timeout, "Give up connecting after DUR (default 60s)")
+  sub->add_option("--connect-timeout", t.connect_timeout, "Give up connecting after DUR (default 60s)")
       ->envname("TFBARRIER_CONNECT_TIMEOUT")
       ->check(duration_validator());
   sub->add_flag("-q,--quiet", c.quiet, "No progress or notes on stderr; errors still go there");
+  sub->add_option("--keepalive", t.keepalive, "Ping the host every DUR while waiting; 3 missed = host lost (default 5s)")
+      ->envname("TFBARRIER_KEEPALIVE")
+      ->check(duration_validator());
 }
 
 void set_duration(const std::string& text, duration& target) {
@@ -59,6 +67,10 @@ void set_duration(const std::string& text, duration& target) {
 }
 void set_duration(const std::string& text, std::optional<duration>& target) {
   if (!text.empty()) target = *parse_duration(text);
+}
+void set_common(const common_text& t, common_options& c) {
+  set_duration(t.connect_timeout, c.connect_timeout);
+  set_duration(t.keepalive, c.keepalive);
 }
 
 }  // namespace
@@ -95,6 +107,12 @@ int run_cli(int argc, char** argv) {
   s->add_option("--forget-after", forget_after, "Forget idle barriers and aborts after DUR (default 1h)")
       ->check(duration_validator());
   s->add_flag("-q,--quiet", serve.quiet, "Log only warnings, not every arrival and release");
+  s->add_option("--state-dir", serve.state_dir,
+                "Journal verdicts and releases in DIR (flushed before they are acknowledged) and restore them at start")
+      ->envname("TFBARRIER_STATE_DIR");
+  s->add_option("--max-connections", serve.max_connections, "Refuse connections past N (default: the descriptor limit)");
+  s->add_option("--max-per-address", serve.max_per_address, "Refuse connections past N from one address (default 16384)")
+      ->check(CLI::PositiveNumber);
   s->add_flag("--self-started", self_started, "(internal) started by a participant")->group("");
   s->footer(
       "\nExamples:\n"
@@ -104,7 +122,8 @@ int run_cli(int argc, char** argv) {
 
   // wait
   wait_cmd_options wait;
-  std::string wait_timeout, wait_progress, wait_connect;
+  std::string wait_timeout, wait_progress;
+  common_text wait_text;
   auto* w = app.add_subcommand("wait", "Arrive at a barrier and block until it releases");
   w->add_option("--name", wait.name, "Barrier name (1-128 of A-Z a-z 0-9 . _ : -)")
       ->required()
@@ -120,7 +139,7 @@ int run_cli(int argc, char** argv) {
       ->check(duration_validator());
   w->add_option("--progress", wait_progress, "Report progress every DUR (default 1s on a terminal, else 30s)")
       ->check(duration_validator());
-  add_common(w, wait.common, wait_connect);
+  add_common(w, wait.common, wait_text);
   w->footer(
       "\nExamples:\n"
       "  tfbarrier wait --name epoch3 --n 6 --rank 2\n"
@@ -130,7 +149,7 @@ int run_cli(int argc, char** argv) {
 
   // decide
   decide_options decide;
-  std::string decide_connect;
+  common_text decide_text;
   auto* d = app.add_subcommand("decide", "Give the chief's verdict for the current round");
   d->add_option("verdict", decide.verdict, "continue or stop")->required()->check(CLI::IsMember({"continue", "stop"}));
   d->add_option("--name", decide.name, "Barrier name (default: the one round that awaits a verdict)")
@@ -147,7 +166,7 @@ int run_cli(int argc, char** argv) {
       ->check(CLI::Range(1u, proto::max_n));
   d->add_option("--rank", decide.rank, "The chief's rank, if it arrives with this verdict")
       ->check(CLI::Range(0u, proto::max_n - 1));
-  add_common(d, decide.common, decide_connect);
+  add_common(d, decide.common, decide_text);
   d->footer(
       "\nExamples:\n"
       "  tfbarrier decide stop --message 'validation loss went up'\n"
@@ -156,7 +175,7 @@ int run_cli(int argc, char** argv) {
 
   // abort
   abort_options abort;
-  std::string abort_connect;
+  common_text abort_text;
   auto* a = app.add_subcommand("abort", "Abort the current round: everyone in it exits 3");
   a->add_option("--name", abort.name, "Barrier name")->required()->envname("TFBARRIER_NAME")->check(name_validator());
   a->add_option("--reason", abort.reason, "Text every participant prints on stderr")
@@ -165,28 +184,28 @@ int run_cli(int argc, char** argv) {
             return proto::valid_text(m) ? std::string() : fmt::format("the reason must be at most {} bytes on one line", proto::max_text);
           },
           "TEXT"));
-  add_common(a, abort.common, abort_connect);
+  add_common(a, abort.common, abort_text);
   a->footer("\nExample:\n  tfbarrier abort --name epoch3 --reason 'rank 4 ran out of memory'\n" + exit_code_help());
 
   // status
   status_options status;
-  std::string status_connect;
+  common_text status_text;
   auto* st = app.add_subcommand("status", "Show the barriers the host holds");
   st->add_option("--name", status.name, "Only this barrier, with its members")->check(name_validator());
   st->add_flag("--json", status.json, "JSON for scripts (see tfbarrier(1))");
   st->add_flag("--all-scopes", status.all_scopes, "Barriers of every scope, not just this job's");
-  add_common(st, status.common, status_connect);
+  add_common(st, status.common, status_text);
   st->footer("\nExamples:\n  tfbarrier status\n  tfbarrier status --name epoch3 --json | jq .barriers[0].missing\n" +
              exit_code_help());
 
   // config
   config_options config;
-  std::string config_connect;
+  common_text config_text;
   auto* cf = app.add_subcommand("config", "Print every resolved setting and where it came from");
   cf->add_option("--n", config.n, "As for wait")->check(CLI::Range(1u, proto::max_n));
   cf->add_option("--rank", config.rank, "As for wait")->check(CLI::Range(0u, proto::max_n - 1));
   cf->add_flag("--json", config.json, "JSON for scripts");
-  add_common(cf, config.common, config_connect);
+  add_common(cf, config.common, config_text);
   cf->footer("\nExample:\n  srun -n 2 tfbarrier config\n" + exit_code_help());
 
   try {
@@ -216,23 +235,23 @@ int run_cli(int argc, char** argv) {
   if (w->parsed()) {
     set_duration(wait_timeout, wait.timeout);
     set_duration(wait_progress, wait.progress);
-    set_duration(wait_connect, wait.common.connect_timeout);
+    set_common(wait_text, wait.common);
     return run_wait(wait);
   }
   if (d->parsed()) {
-    set_duration(decide_connect, decide.common.connect_timeout);
+    set_common(decide_text, decide.common);
     return run_decide(decide);
   }
   if (a->parsed()) {
-    set_duration(abort_connect, abort.common.connect_timeout);
+    set_common(abort_text, abort.common);
     return run_abort(abort);
   }
   if (st->parsed()) {
-    set_duration(status_connect, status.common.connect_timeout);
+    set_common(status_text, status.common);
     return run_status(status);
   }
   if (cf->parsed()) {
-    set_duration(config_connect, config.common.connect_timeout);
+    set_common(config_text, config.common);
     return run_config(config);
   }
   return exit_code::usage;

@@ -38,7 +38,16 @@ using reply_handler = std::function<std::optional<outcome>(const proto::reply&)>
 class engine {
  public:
   explicit engine(const connect_options& o)
-      : o_(o), socket_(io_), signals_(io_, SIGINT, SIGTERM), deadline_(io_), timeout_(io_), progress_(io_) {}
+      : o_(o), socket_(io_), signals_(io_, SIGINT, SIGTERM), deadline_(io_), timeout_(io_), progress_(io_),
+        keepalive_(io_) {}
+
+  /// A call that survives a lost connection: reconnect, send the same request
+  /// again (same id), and keep the host's liveness in check with PINGs.
+  void set_resumable(duration keepalive) {
+    resumable_ = true;
+    keepalive_every_ = keepalive;
+  }
+  bool connected() const { return connected_; }
 
   /// Connects, sends HELLO and `request`, and feeds every reply to `handler`.
   outcome run(const std::string& request, reply_handler handler) {
@@ -67,6 +76,7 @@ class engine {
     deadline_.cancel();
     timeout_.cancel();
     progress_.cancel();
+    keepalive_.cancel();
   }
   bool done() const { return result_.has_value(); }
   asio::steady_timer& timeout_timer() { return timeout_; }
@@ -146,10 +156,56 @@ class engine {
                                o_.addr, format_duration(o_.connect_timeout), why)};
   }
 
+  void ping_loop() {
+    keepalive_.expires_after(keepalive_every_);
+    keepalive_.async_wait([this](asio::error_code ec) {
+      if (ec || done() || !connected_) return;
+      if (clock::now() - last_heard_ > 3 * keepalive_every_ + 500ms) {
+        // The host stopped answering (frozen, or a dead link): treat as lost.
+        silent_ = true;
+        asio::error_code ignored;
+        socket_.close(ignored);
+        return;
+      }
+      write(proto::format_request(proto::ping{}));
+      ping_loop();
+    });
+  }
+
   awaitable<void> main(std::string request) {
-    if (!co_await connect()) co_return;
-    proto::hello h{static_cast<std::uint32_t>(protocol_version), o_.client_host, o_.pid};
+    for (;;) {
+      std::string lost = co_await session(request);
+      if (done()) co_return;
+      if (!resumable_) {
+        finish(outcome{exit_code::unreachable, "", lost});
+        co_return;
+      }
+      // Reconnect with backoff and send the same request again: the host knows our id.
+      if (!o_.quiet_reconnect) fmt::print(stderr, "tfbarrier: {}; reconnecting\n", lost);
+      socket_ = tcp::socket(io_);
+      out_.clear();
+      writing_ = false;
+      timed_out_connecting_ = false;
+    }
+  }
+
+  /// One connection: returns why it was lost (or "" when the call finished).
+  awaitable<std::string> session(const std::string& request) {
+    if (!co_await connect()) co_return std::string();
+    connected_ = true;
+    silent_ = false;
+    last_heard_ = clock::now();
+    proto::hello h{static_cast<std::uint32_t>(protocol_version), o_.client_host, o_.pid,
+                   resumable_ ? static_cast<std::uint32_t>(keepalive_every_.count()) : 0u};
     write(proto::format_request(h) + request);
+    if (resumable_) ping_loop();
+    std::string lost = co_await read_replies();
+    connected_ = false;
+    keepalive_.cancel();
+    co_return lost;
+  }
+
+  awaitable<std::string> read_replies() {
     char buf[4096];
     proto::line_splitter splitter;
     proto::reply_reader reader;
@@ -157,6 +213,7 @@ class engine {
     try {
       while (!done()) {
         std::size_t n = co_await socket_.async_read_some(asio::buffer(buf), use_awaitable);
+        last_heard_ = clock::now();
         splitter.feed(std::string_view(buf, n));
         while (!done()) {
           auto l = splitter.next();
@@ -166,58 +223,66 @@ class engine {
           if (!err.empty()) {
             finish(outcome{exit_code::protocol, "",
                            fmt::format("the host at {} sent a line this client does not understand: {}", o_.addr, err)});
-            co_return;
+            co_return std::string();
           }
           if (!rep) continue;
           if (auto* e = std::get_if<proto::error_reply>(&*rep)) {
             finish(outcome{exit_for(e->kind), "", e->text});
-            co_return;
+            co_return std::string();
           }
           if (!greeted) {
             auto* hr = std::get_if<proto::hello_reply>(&*rep);
             if (!hr) {
               finish(outcome{exit_code::protocol, "", fmt::format("the host at {} did not greet with HELLO", o_.addr)});
-              co_return;
+              co_return std::string();
             }
             greeted = true;
             deadline_.cancel();
             continue;
           }
+          if (std::holds_alternative<proto::pong>(*rep)) continue;
           if (auto* sd = std::get_if<proto::shutdown>(&*rep)) {
             finish(outcome{exit_code::unreachable, "",
                            sd->text.empty() ? fmt::format("the host at {} shut down", o_.addr) : sd->text});
-            co_return;
+            co_return std::string();
           }
           if (auto o = handler_(*rep)) {
             finish(std::move(*o));
-            co_return;
+            co_return std::string();
           }
         }
         if (splitter.overflow()) {
           finish(outcome{exit_code::protocol, "", fmt::format("the host at {} sent an over-long line", o_.addr)});
-          co_return;
+          co_return std::string();
         }
       }
     } catch (const std::system_error& e) {
-      if (done()) co_return;
+      if (done()) co_return std::string();
       if (!greeted && timed_out_connecting_) {
         finish(unreachable("connected, but the host did not answer: is it stopped or overloaded?"));
-      } else if (e.code() == asio::error::eof || e.code() == asio::error::connection_reset) {
-        finish(outcome{exit_code::unreachable, "",
-                       fmt::format("lost the connection to the host at {}: it closed the connection", o_.addr)});
-      } else {
-        finish(outcome{exit_code::unreachable, "",
-                       fmt::format("lost the connection to the host at {}: {}", o_.addr, e.code().message())});
+        co_return std::string();
       }
+      if (silent_)
+        co_return fmt::format("the host at {} stopped answering (no reply for {})", o_.addr,
+                              format_duration(3 * keepalive_every_));
+      if (e.code() == asio::error::eof || e.code() == asio::error::connection_reset)
+        co_return fmt::format("lost the connection to the host at {}: it closed the connection", o_.addr);
+      co_return fmt::format("lost the connection to the host at {}: {}", o_.addr, e.code().message());
     }
+    co_return std::string();
   }
 
   connect_options o_;
   asio::io_context io_{1};
   tcp::socket socket_;
   asio::signal_set signals_;
-  asio::steady_timer deadline_, timeout_, progress_;
+  asio::steady_timer deadline_, timeout_, progress_, keepalive_;
   reply_handler handler_;
+  bool resumable_ = false;
+  bool connected_ = false;
+  bool silent_ = false;
+  duration keepalive_every_ = std::chrono::seconds(5);
+  clock::time_point last_heard_ = clock::now();
   std::optional<outcome> result_;
   std::deque<std::string> out_;
   bool writing_ = false;
@@ -248,6 +313,10 @@ class waiter {
 
   void arrived(std::uint64_t gen) {
     gen_ = gen;
+    if (timing_out_) {  // came back after a reconnect while timing out: withdraw now
+      e_.write(proto::format_request(proto::status_req{scope_, name_, true}) + proto::format_request(proto::leave{}));
+      return;
+    }
     if (armed_) return;
     armed_ = true;
     if (o_.timeout) {
@@ -255,6 +324,13 @@ class waiter {
       e_.timeout_timer().async_wait([this](asio::error_code ec) {
         if (ec || e_.done()) return;
         timing_out_ = true;
+        if (!e_.connected()) {
+          e_.finish(outcome{exit_code::timed_out, "",
+                            fmt::format("timed out after {} waiting at barrier {} (round {}) while reconnecting to "
+                                        "the host at {}",
+                                        format_duration(*o_.timeout), name_, gen_, e_.addr())});
+          return;
+        }
         e_.write(proto::format_request(proto::status_req{scope_, name_, true}) + proto::format_request(proto::leave{}));
       });
     }
@@ -319,6 +395,7 @@ class tcp_coordinator final : public coordinator {
 
   outcome wait(const proto::arrive& a, const wait_options& wo) override {
     engine e(o_);
+    e.set_resumable(o_.keepalive);
     waiter w(e, a.scope, a.name, wo);
     e.set_interrupt_note(fmt::format("; withdrew from barrier {}", a.name));
     return e.run(proto::format_request(a), [&](const proto::reply& r) -> std::optional<outcome> {
@@ -338,6 +415,7 @@ class tcp_coordinator final : public coordinator {
 
   outcome decide(const proto::decide& d) override {
     engine e(o_);
+    e.set_resumable(o_.keepalive);
     wait_options none;
     waiter w(e, d.scope, d.name, none);
     return e.run(proto::format_request(d), [&](const proto::reply& r) -> std::optional<outcome> {

@@ -107,6 +107,8 @@ connect_options connection(const settings& s, const common_options& c) {
   o.connect_timeout = c.connect_timeout;
   o.client_host = short_hostname();
   o.pid = static_cast<std::uint32_t>(getpid());
+  if (c.keepalive) o.keepalive = *c.keepalive;
+  o.quiet_reconnect = c.quiet;
   if (s.may_start_host) {
     settings copy = s;
     bool quiet = c.quiet;
@@ -295,6 +297,9 @@ int run_serve(const serve_options& o) {
   h.idle_exit = o.idle_exit;
   h.forget_after = o.forget_after;
   h.quiet = o.quiet;
+  h.state_dir = o.state_dir;
+  h.max_connections = o.max_connections;
+  h.max_per_address = o.max_per_address;
   std::string error;
   if (!o.daemon) {
     h.on_listening = [](const std::string& addr) {

@@ -13,6 +13,7 @@ struct common_options {
   std::optional<std::string> addr;
   std::optional<std::string> scope;
   duration connect_timeout = std::chrono::seconds(60);
+  std::optional<duration> keepalive;  ///< TFBARRIER_KEEPALIVE (default 5s)
   bool quiet = false;
 };
 
@@ -23,6 +24,9 @@ struct serve_options {
   std::optional<duration> idle_exit;
   duration forget_after = std::chrono::hours(1);
   bool quiet = false;
+  std::optional<std::string> state_dir;
+  std::size_t max_connections = 0;
+  std::size_t max_per_address = 16384;
 };
 
 struct wait_cmd_options {

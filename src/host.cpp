@@ -3,11 +3,15 @@
 #include "host.h"
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <asio.hpp>
 #include <chrono>
+#include <cstring>
 #include <ctime>
 #include <deque>
 #include <fmt/format.h>
@@ -15,6 +19,7 @@
 #include <unordered_map>
 
 #include "barrier.h"
+#include "journal.h"
 #include "version.h"
 
 namespace tfb {
@@ -51,9 +56,9 @@ class server;
 
 class session : public std::enable_shared_from_this<session> {
  public:
-  session(server& srv, tcp::socket s, conn_id id)
+  session(server& srv, tcp::socket s, conn_id id, std::string peer_addr)
       : srv_(srv), socket_(std::move(s)), id_(id), write_signal_(socket_.get_executor()),
-        handshake_timer_(socket_.get_executor()) {
+        handshake_timer_(socket_.get_executor()), peer_addr_(std::move(peer_addr)) {
     write_signal_.expires_at(std::chrono::steady_clock::time_point::max());
   }
   void start();
@@ -61,8 +66,10 @@ class session : public std::enable_shared_from_this<session> {
   void stop();
   conn_id id() const { return id_; }
   const std::string& remote() const { return remote_; }
+  const std::string& peer_addr() const { return peer_addr_; }
 
  private:
+  void watch_liveness();
   awaitable<void> reader();
   awaitable<void> writer();
   void handle_line(const std::string& l);
@@ -80,7 +87,10 @@ class session : public std::enable_shared_from_this<session> {
   bool arrived_ = false;
   peer_info peer_;
   std::string remote_;
+  std::string peer_addr_;
   proto::line_splitter splitter_;
+  std::uint32_t keepalive_ms_ = 0;
+  std::chrono::steady_clock::time_point last_heard_ = std::chrono::steady_clock::now();
 };
 
 class server {
@@ -90,6 +100,7 @@ class server {
         start_(std::chrono::steady_clock::now()) {}
 
   bool listen(std::string& error);
+  bool open_journal(std::string& error);
   void run_loops();
 
   millis now() const {
@@ -111,6 +122,14 @@ class server {
   }
   void apply(output& out) {
     for (auto& line : out.log) event(line);
+    if (!out.journal.empty() && journal_fd_ >= 0) {
+      // Written and flushed before any reply of this step goes out.
+      std::string bytes;
+      for (auto& j : out.journal) bytes += to_journal_line(j);
+      if (!write_all(journal_fd_, bytes) || ::fdatasync(journal_fd_) != 0)
+        log(fmt::format("warning: cannot write the journal in {}: {}; verdicts are not safe from a crash",
+                        *opts_.state_dir, std::strerror(errno)));
+    }
     for (auto& e : out.sends) {
       auto it = sessions_.find(e.to);
       if (it == sessions_.end()) continue;
@@ -124,8 +143,11 @@ class server {
   }
   barrier_set& state() { return state_; }
   const host_options& opts() const { return opts_; }
-  void remove(conn_id id) {
-    sessions_.erase(id);
+  void remove(conn_id id, const std::string& peer) {
+    if (sessions_.erase(id) != 0) {
+      auto it = per_address_.find(peer);
+      if (it != per_address_.end() && --it->second == 0) per_address_.erase(it);
+    }
     if (stopping_ && sessions_.empty()) finish();
   }
   bool stopping() const { return stopping_; }
@@ -155,7 +177,23 @@ class server {
   bool stopping_ = false;
   millis last_active_ = 0;
   int reserve_fd_ = -1;
+  int journal_fd_ = -1;
+  std::size_t max_connections_ = 0;
+  std::unordered_map<std::string, std::size_t> per_address_;
   std::string address_;
+
+  static bool write_all(int fd, const std::string& bytes) {
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+      ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return false;
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    return true;
+  }
 };
 
 void session::start() {
@@ -164,6 +202,11 @@ void session::start() {
   remote_ = ec ? std::string("?") : fmt::format("{}:{}", ep.address().to_string(), ep.port());
   socket_.set_option(tcp::no_delay(true), ec);
   socket_.set_option(asio::socket_base::keep_alive(true), ec);
+  // Let the kernel find a dead peer (a link that went down) within about 25 s.
+  int fd = socket_.native_handle(), idle = 10, intvl = 5, cnt = 3;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
   auto self = shared_from_this();
   handshake_timer_.expires_after(srv_.opts().handshake_timeout);
   handshake_timer_.async_wait([self](asio::error_code e) {
@@ -199,7 +242,7 @@ void session::stop() {
   output out;
   srv_.state().leave(id_, false, srv_.now(), out);
   srv_.apply(out);
-  srv_.remove(id_);  // may destroy *this once the coroutines finish; they hold shared_ptrs
+  srv_.remove(id_, peer_addr_);  // may destroy *this once the coroutines finish; they hold shared_ptrs
 }
 
 awaitable<void> session::reader() {
@@ -208,6 +251,7 @@ awaitable<void> session::reader() {
   try {
     while (!stopped_) {
       std::size_t n = co_await socket_.async_read_some(asio::buffer(buf), use_awaitable);
+      last_heard_ = std::chrono::steady_clock::now();
       splitter_.feed(std::string_view(buf, n));
       while (!stopped_ && !close_after_flush_) {
         auto l = splitter_.next();
@@ -285,6 +329,10 @@ void session::handle_line(const std::string& raw) {
     hello_ = true;
     handshake_timer_.cancel();
     peer_ = {h->host, h->pid};
+    if (h->keepalive_ms > 0) {
+      keepalive_ms_ = std::max<std::uint32_t>(h->keepalive_ms, 100);
+      watch_liveness();
+    }
     send(proto::format_reply(
              proto::hello_reply{protocol_version, fmt::format("tfbarrier/{}", tfb::version), "none"}),
          false);
@@ -316,10 +364,96 @@ void session::handle_line(const std::string& raw) {
           out.sends.push_back({id_, srv_.state().status(m, now)});
         } else if constexpr (std::is_same_v<T, proto::leave>) {
           srv_.state().leave(id_, true, now, out);
+        } else if constexpr (std::is_same_v<T, proto::ping>) {
+          out.sends.push_back({id_, proto::pong{}});
         }
       },
       req);
   srv_.apply(out);
+}
+
+// A client that promised keep-alives and went silent (stopped, or behind a
+// dead link) is withdrawn as unresponsive: it is not counted as present.
+void session::watch_liveness() {
+  auto self = shared_from_this();
+  handshake_timer_.expires_after(std::chrono::milliseconds(keepalive_ms_));
+  handshake_timer_.async_wait([self](asio::error_code ec) {
+    if (ec || self->stopped_) return;
+    auto silent = std::chrono::steady_clock::now() - self->last_heard_;
+    if (silent > std::chrono::milliseconds(3 * self->keepalive_ms_ + 500)) {
+      output out;
+      self->srv_.state().leave(self->id_, departure::unresponsive, self->srv_.now(), out);
+      self->srv_.apply(out);
+      self->srv_.event(fmt::format("client {} sent nothing for {}; closing", self->remote_,
+                                   format_duration(std::chrono::duration_cast<duration>(silent))));
+      self->stop();
+      return;
+    }
+    self->watch_liveness();
+  });
+}
+
+bool server::open_journal(std::string& error) {
+  if (!opts_.state_dir) return true;
+  const std::string& dir = *opts_.state_dir;
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    error = fmt::format("cannot create the state directory {}: {}", dir, std::strerror(errno));
+    return false;
+  }
+  std::string path = dir + "/journal", tmp = dir + "/journal.tmp";
+  std::size_t restored = 0;
+  if (std::FILE* f = std::fopen(path.c_str(), "r")) {
+    char* buf = nullptr;
+    std::size_t cap = 0;
+    ssize_t len;
+    std::size_t lineno = 0;
+    while ((len = ::getline(&buf, &cap, f)) > 0) {
+      std::string_view line(buf, static_cast<std::size_t>(len));
+      if (line.ends_with('\n')) line.remove_suffix(1);
+      ++lineno;
+      std::string err;
+      if (lineno == 1) {
+        if (!check_journal_header(line, err)) {
+          error = fmt::format("cannot use the journal {}: {}; move it away to start afresh", path, err);
+          std::free(buf);
+          std::fclose(f);
+          return false;
+        }
+        continue;
+      }
+      auto e = from_journal_line(line, err);
+      if (!e) {
+        // A torn last line (a crash while writing) is expected; anything else is worth a warning.
+        log(fmt::format("warning: journal {} line {} skipped: {}", path, lineno, err));
+        continue;
+      }
+      state_.restore(*e, now());
+      ++restored;
+    }
+    std::free(buf);
+    std::fclose(f);
+  }
+  // Compact: write what the state needs now, flush, and swap it in.
+  std::string bytes = journal_header();
+  for (const auto& e : state_.snapshot()) bytes += to_journal_line(e);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0 || !write_all(fd, bytes) || ::fsync(fd) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    error = fmt::format("cannot write the journal in {}: {}", dir, std::strerror(errno));
+    if (fd >= 0) ::close(fd);
+    return false;
+  }
+  ::close(fd);
+  if (int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  journal_fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (journal_fd_ < 0) {
+    error = fmt::format("cannot open the journal {}: {}", path, std::strerror(errno));
+    return false;
+  }
+  log(fmt::format("journal {}: restored {} entries", path, restored));
+  return true;
 }
 
 bool server::listen(std::string& error) {
@@ -357,6 +491,13 @@ bool server::listen(std::string& error) {
   address_ = fmt::format("{}:{}", a, local.port());
   // Keep one descriptor in reserve so a newcomer past the limit can be told why.
   reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  struct rlimit rl{};
+  std::size_t fd_room = 1024;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > 64)
+    fd_room = static_cast<std::size_t>(rl.rlim_cur) - 32;
+  else if (rl.rlim_cur == RLIM_INFINITY)
+    fd_room = 1 << 20;
+  max_connections_ = opts_.max_connections ? std::min(opts_.max_connections, fd_room) : fd_room;
   return true;
 }
 
@@ -404,8 +545,25 @@ awaitable<void> server::accept_loop() {
       log(fmt::format("warning: accept failed: {}", ec.message()));
       continue;
     }
+    asio::error_code aec;
+    std::string peer = s.remote_endpoint(aec).address().to_string();
+    std::size_t& from_peer = per_address_[peer];
+    if (sessions_.size() >= max_connections_ || from_peer >= opts_.max_per_address) {
+      bool total = sessions_.size() >= max_connections_;
+      if (from_peer == 0) per_address_.erase(peer);
+      log(fmt::format("warning: refusing a connection from {}: {} connections {} (limit {})", peer,
+                      total ? sessions_.size() : from_peer, total ? "open" : "from that address",
+                      total ? max_connections_ : opts_.max_per_address));
+      std::string msg = proto::format_reply(proto::error_reply{
+          proto::error_kind::busy, total ? "the host has too many connections; try again later or use another host"
+                                         : "too many connections from your address"});
+      asio::write(s, asio::buffer(msg), aec);
+      s.close(aec);
+      continue;
+    }
+    ++from_peer;
     conn_id id = next_id_++;
-    auto sess = std::make_shared<session>(*this, std::move(s), id);
+    auto sess = std::make_shared<session>(*this, std::move(s), id, peer);
     sessions_.emplace(id, sess);
     sess->start();
   }
@@ -481,6 +639,7 @@ int run_host(const host_options& o, std::string& error) {
   raise_fd_limit();
   asio::io_context io(1);
   server srv(io, o);
+  if (!srv.open_journal(error)) return 2;
   if (!srv.listen(error)) return 69;
   srv.log(fmt::format("tfbarrier {} listening on {} (protocol {})", tfb::version, srv.address(), protocol_version));
   if (o.on_listening) o.on_listening(srv.address());

@@ -16,6 +16,9 @@ struct host_options {
   duration forget_after = std::chrono::hours(1);  ///< forget idle barriers (and aborts) after this
   duration handshake_timeout = std::chrono::seconds(10);
   bool quiet = false;                 ///< log only warnings, not every arrival
+  std::optional<std::string> state_dir;  ///< journal verdicts and releases here (flushed before acknowledging)
+  std::size_t max_connections = 0;    ///< 0: as many as the file-descriptor limit allows
+  std::size_t max_per_address = 16384;  ///< connections from one peer address
   std::FILE* log = stderr;
   /// Called once listening, with the real address ("127.0.0.1:40123").
   std::function<void(const std::string& addr)> on_listening;

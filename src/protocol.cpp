@@ -267,6 +267,7 @@ std::variant<request, request_error> parse_request(std::string_view raw) {
     }
     h.host = r.optional_str("host", "?");
     if (auto pid = r.optional_u32("pid", 0x7fffffff)) h.pid = *pid;
+    if (auto ka = r.optional_u32("keepalive", 3'600'000)) h.keepalive_ms = *ka;
     out = h;
   } else if (l->verb == "ARRIVE") {
     arrive a;
@@ -318,6 +319,8 @@ std::variant<request, request_error> parse_request(std::string_view raw) {
     out = s;
   } else if (l->verb == "LEAVE") {
     out = leave{};
+  } else if (l->verb == "PING") {
+    out = ping{};
   } else {
     return request_error{error_kind::badrequest,
                          fmt::format("unknown request '{}'; see docs/protocol.md", l->verb.substr(0, 32))};
@@ -336,6 +339,7 @@ std::string format_request(const request& req) {
           add(l, "v", std::to_string(m.version));
           add(l, "host", m.host);
           add(l, "pid", std::to_string(m.pid));
+          if (m.keepalive_ms) add(l, "keepalive", std::to_string(m.keepalive_ms));
         } else if constexpr (std::is_same_v<T, arrive>) {
           l.verb = "ARRIVE";
           add(l, "name", m.name);
@@ -364,8 +368,10 @@ std::string format_request(const request& req) {
           add(l, "scope", m.scope);
           add(l, "name", m.name);
           add(l, "detail", m.detail ? "1" : "0");
-        } else {
+        } else if constexpr (std::is_same_v<T, leave>) {
           l.verb = "LEAVE";
+        } else {
+          l.verb = "PING";
         }
       },
       req);
@@ -443,6 +449,8 @@ std::string format_reply(const reply& rep) {
         } else if constexpr (std::is_same_v<T, shutdown>) {
           l.verb = "SHUTDOWN";
           if (!m.text.empty()) l.text = m.text;
+        } else if constexpr (std::is_same_v<T, pong>) {
+          l.verb = "PONG";
         } else if constexpr (std::is_same_v<T, error_reply>) {
           l.verb = "ERR";
           // The kind is a bare word after the verb: "ERR CONFLICT :text".
@@ -479,6 +487,16 @@ std::string format_reply(const reply& rep) {
               add(ml, "chief", mem.chief ? "1" : "0");
               add(ml, "age_ms", std::to_string(mem.age_ms));
               out += format_line(ml);
+            }
+            for (const auto& g : b.gone) {
+              line gl;
+              gl.verb = "GONE";
+              add(gl, "rank", opt_num(g.rank));
+              add(gl, "host", g.host);
+              add(gl, "pid", std::to_string(g.pid));
+              add(gl, "how", g.how);
+              add(gl, "ago_ms", std::to_string(g.ago_ms));
+              out += format_line(gl);
             }
             if (b.missing) {
               line ms;
@@ -539,6 +557,14 @@ std::optional<reply> reply_reader::feed(std::string_view raw, std::string& error
       m.chief = r.flag("chief", false);
       m.age_ms = static_cast<std::int64_t>(r.u64("age_ms"));
       status_->barriers.back().members.push_back(std::move(m));
+    } else if (verb == "GONE" && !status_->barriers.empty()) {
+      barrier_info::gone_member g;
+      g.rank = opt_field(r, "rank");
+      g.host = r.optional_str("host");
+      g.pid = opt_field(r, "pid").value_or(0);
+      g.how = r.optional_str("how");
+      g.ago_ms = static_cast<std::int64_t>(r.u64("ago_ms"));
+      status_->barriers.back().gone.push_back(std::move(g));
     } else if (verb == "MISSING" && !status_->barriers.empty()) {
       status_->barriers.back().missing = r.optional_str("ranks");
     } else if (verb == "END") {
@@ -586,6 +612,8 @@ std::optional<reply> reply_reader::feed(std::string_view raw, std::string& error
     out = left{name(), r.u64("gen")};
   } else if (verb == "SHUTDOWN") {
     out = shutdown{l->text.value_or("")};
+  } else if (verb == "PONG") {
+    out = pong{};
   } else {
     r.fail(fmt::format("unknown reply '{}'", verb.substr(0, 32)));
   }

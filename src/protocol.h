@@ -48,6 +48,7 @@ struct hello {
   std::uint32_t version = 0;
   std::string host;
   std::uint32_t pid = 0;
+  std::uint32_t keepalive_ms = 0;  ///< the client sends PING this often; 0 = it does not
 };
 struct arrive {
   std::string name, scope, id;
@@ -71,7 +72,8 @@ struct status_req {
   bool detail = false;
 };
 struct leave {};
-using request = std::variant<hello, arrive, decide, abort_req, status_req, leave>;
+struct ping {};
+using request = std::variant<hello, arrive, decide, abort_req, status_req, leave, ping>;
 
 /// Error kinds of ERR lines (docs/protocol.md, "Errors").
 enum class error_kind { version, handshake, toolong, badrequest, timeout, conflict, needn, ambiguous, aborted, busy };
@@ -132,6 +134,7 @@ struct left {
 struct shutdown {
   std::string text;
 };
+struct pong {};
 struct error_reply {
   error_kind kind;
   std::string text;
@@ -153,6 +156,14 @@ struct barrier_info {
     std::int64_t age_ms = 0;
   };
   std::vector<member> members;        ///< detail only
+  struct gone_member {
+    std::optional<std::uint32_t> rank;
+    std::string host;
+    std::uint32_t pid = 0;
+    std::string how;  ///< "left" | "disconnected" | "unresponsive"
+    std::int64_t ago_ms = 0;
+  };
+  std::vector<gone_member> gone;      ///< detail only: who left this round before release
   std::optional<std::string> missing; ///< rank ranges, when computable
   std::string reason;                 ///< abort reason
 };
@@ -160,7 +171,7 @@ struct status_reply {
   std::vector<barrier_info> barriers;
 };
 using reply = std::variant<hello_reply, waiting, release, all_here, aborted, decided, left, shutdown,
-                           error_reply, status_reply>;
+                           error_reply, status_reply, pong>;
 
 /// Formats a reply as one or more lines (STATUS: several, ending in END).
 std::string format_reply(const reply& r);

@@ -60,4 +60,4 @@ if [ -n "$left" ]; then
   echo "netns-down: namespaces still present: $left" >&2
   exit 1
 fi
-echo "netns-down: removed ${#namespaces[@]} namespace(s)${namespaces[*]:+ (${namespaces[*]})}; guard route gone"
+echo "netns-down: removed ${#namespaces[@]} namespace(s)${namespaces[*]:+ (${namespaces[*]})}; no guard route left"

@@ -6,9 +6,9 @@
 #   2. SIGTERM slurmd(s) and slurmctld by the PIDs in /tmp/tfb-slurm/*.pid (a PID is
 #      signalled only if /proc/PID/comm is the expected daemon), wait up to 5 s,
 #      then SIGKILL;
-#   3. strays of ours (slurmstepd and its task children): found by the marker
-#      TFB_SLURM_INSTANCE=/tmp/tfb-slurm that slurm-up.sh puts in the daemons'
-#      environment, never by name alone; SIGTERM, 2 s, SIGKILL;
+#   3. strays of ours (slurmstepd and its task children, left when the controller
+#      was already dead): processes with an open fd on /tmp/tfb-slurm/log/*, plus
+#      their descendants; never by name; SIGTERM, 2 s, SIGKILL;
 #   4. munged, only if slurm-up.sh started it (/tmp/tfb-slurm/munged.started);
 #   5. removes the /etc/slurm/slurm.conf symlink (only if it points into /tmp/tfb-slurm);
 #   6. runs netns-down.sh if any tfb-* namespace, /etc/netns/tfb-* dir or the guard route exists.
@@ -17,7 +17,6 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 D=/tmp/tfb-slurm
-MARK="TFB_SLURM_INSTANCE=$D"
 
 [ "$(id -u)" -eq 0 ] || { echo "slurm-down: must run as root" >&2; exit 1; }
 t0=$(date +%s.%N)
@@ -92,37 +91,36 @@ done
 if [ -n "$ctld" ]; then daemons+=("$ctld"); fi
 stop 50 "${daemons[@]}"
 
-# 3. strays of ours: processes carrying our marker (slurmstepd inherits it from
-#    slurmd) plus all their descendants; never this script or its ancestors.
+# 3. strays of ours: every process holding an open fd on a file under $D/log/
+#    (slurmctld, slurmscriptd, slurmd and every slurmstepd keep their log open;
+#    slurmstepd overwrites its environ and argv, so nothing else identifies it),
+#    plus all their descendants (the tasks); never this script or its ancestors.
 declare -A skip=()
 p=$$
 while [ -n "$p" ] && [ "$p" -gt 1 ]; do
   skip[$p]=1
   p=$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null || true)
 done
-declare -A parent=()
-marked=()
-for dir in /proc/[0-9]*; do
-  pid=${dir#/proc/}
-  [ -n "${skip[$pid]:-}" ] && continue
-  read -r st 2>/dev/null < "$dir/stat" || continue
-  st=${st##*) }                    # fields after "(comm) "
-  read -r _ ppid _ <<<"$st"
-  [ "$ppid" = $$ ] && continue     # our own short-lived helpers
-  parent[$pid]=$ppid
-  if grep -qzxF "$MARK" "$dir/environ" 2>/dev/null; then
-    marked+=("$pid")
-  fi
-done
+declare -A in=()
+while IFS=/ read -r _ _ pid _; do
+  [ -n "$pid" ] && [ -z "${skip[$pid]:-}" ] && in[$pid]=1
+done < <(find /proc/[0-9]*/fd -maxdepth 1 -lname "$D/log/*" 2>/dev/null || true)
 strays=()
-if [ "${#marked[@]}" -gt 0 ]; then
-  declare -A in=()
-  for m in "${marked[@]}"; do in[$m]=1; done
+if [ "${#in[@]}" -gt 0 ]; then
+  declare -A parent=()
+  for dir in /proc/[0-9]*; do
+    pid=${dir#/proc/}
+    [ -n "${skip[$pid]:-}" ] && continue
+    read -r st 2>/dev/null < "$dir/stat" || continue
+    st=${st##*) }                  # fields after "(comm) "
+    read -r _ ppid _ <<<"$st"
+    parent[$pid]=$ppid
+  done
   changed=1
-  while [ "$changed" = 1 ]; do        # add descendants until nothing changes
+  while [ "$changed" = 1 ]; do     # add descendants until nothing changes
     changed=0
     for pid in "${!parent[@]}"; do
-      if [ -z "${in[$pid]:-}" ] && [ -n "${in[${parent[$pid]}]:-}" ] && [ -z "${skip[$pid]:-}" ]; then
+      if [ -z "${in[$pid]:-}" ] && [ -n "${in[${parent[$pid]}]:-}" ]; then
         in[$pid]=1
         changed=1
       fi

@@ -87,7 +87,7 @@ on_exit() {
       echo "--- $f" >&2
       tail -15 "$f" >&2
     done
-    env -u TFB_SLURM_INSTANCE "$here/slurm-down.sh" >&2 || true
+    "$here/slurm-down.sh" >&2 || true
   fi
   exit "$rc"
 }
@@ -200,10 +200,6 @@ if [ "$MODE" = netns ]; then
 else
   CLIENT=()
 fi
-
-# Every daemon (and so every slurmstepd) carries this marker in its environment;
-# slurm-down.sh uses it as a fallback to find strays of ours, never names.
-export TFB_SLURM_INSTANCE=$D
 
 # ---------------------------------------------------------------- network
 if [ "$MODE" = netns ]; then

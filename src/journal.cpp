@@ -1,0 +1,101 @@
+#include "journal.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace tfb {
+
+using nlohmann::json;
+
+std::string journal_header() {
+  return json{{"tfbarrier_journal", journal_format_version}}.dump() + "\n";
+}
+
+bool check_journal_header(std::string_view line, std::string& error) {
+  json j = json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("tfbarrier_journal")) {
+    error = "it is not a tfbarrier journal (bad first line)";
+    return false;
+  }
+  if (!j["tfbarrier_journal"].is_number_integer() || j["tfbarrier_journal"].get<int>() != journal_format_version) {
+    error = fmt::format("it has journal format {}, this tfbarrier reads format {}", j["tfbarrier_journal"].dump(),
+                        journal_format_version);
+    return false;
+  }
+  return true;
+}
+
+std::string to_journal_line(const journal_entry& e) {
+  static constexpr const char* kinds[] = {"verdict", "release", "abort"};
+  json j;
+  j["t"] = kinds[static_cast<int>(e.what)];
+  j["scope"] = e.scope;
+  j["name"] = e.name;
+  j["gen"] = e.gen;
+  if (e.v != proto::verdict::none) j["verdict"] = proto::to_string(e.v);
+  if (!e.message.empty()) j["message"] = e.message;
+  if (e.what == journal_entry::kind::verdict) {
+    j["chief_arrival"] = e.chief_arrival;
+    j["id"] = e.id;
+    if (e.chief_arrival) {
+      j["host"] = e.host;
+      j["pid"] = e.pid;
+    }
+    if (e.n) j["n"] = *e.n;
+    if (e.rank) j["rank"] = *e.rank;
+  }
+  if (e.what == journal_entry::kind::release) j["ids"] = e.ids;
+  return j.dump() + "\n";
+}
+
+std::optional<journal_entry> from_journal_line(std::string_view line, std::string& error) {
+  json j = json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    error = "not a JSON object";
+    return std::nullopt;
+  }
+  try {
+    journal_entry e;
+    std::string t = j.at("t").get<std::string>();
+    if (t == "verdict") e.what = journal_entry::kind::verdict;
+    else if (t == "release") e.what = journal_entry::kind::release;
+    else if (t == "abort") e.what = journal_entry::kind::abort;
+    else {
+      error = fmt::format("unknown entry type '{}'", t);
+      return std::nullopt;
+    }
+    e.scope = j.at("scope").get<std::string>();
+    e.name = j.at("name").get<std::string>();
+    e.gen = j.at("gen").get<std::uint64_t>();
+    if (!proto::valid_name(e.scope) || !proto::valid_name(e.name) || e.gen == 0) {
+      error = "bad scope, name or round";
+      return std::nullopt;
+    }
+    if (j.contains("verdict")) {
+      auto v = proto::parse_verdict(j["verdict"].get<std::string>());
+      if (!v) {
+        error = "bad verdict";
+        return std::nullopt;
+      }
+      e.v = *v;
+    }
+    e.message = j.value("message", "");
+    e.chief_arrival = j.value("chief_arrival", false);
+    e.id = j.value("id", "");
+    e.host = j.value("host", "");
+    e.pid = j.value("pid", 0u);
+    if (j.contains("n")) e.n = j["n"].get<std::uint32_t>();
+    if (j.contains("rank")) e.rank = j["rank"].get<std::uint32_t>();
+    if (j.contains("ids")) e.ids = j["ids"].get<std::vector<std::string>>();
+    if (e.what == journal_entry::kind::verdict && e.v == proto::verdict::none) {
+      error = "a verdict entry without a verdict";
+      return std::nullopt;
+    }
+    return e;
+  } catch (const json::exception& ex) {
+    error = ex.what();
+    return std::nullopt;
+  }
+}
+
+}  // namespace tfb
