@@ -57,6 +57,9 @@ void add_common(CLI::App* sub, common_options& c, common_text& t) {
       ->envname("TFBARRIER_CONNECT_TIMEOUT")
       ->check(duration_validator());
   sub->add_flag("-q,--quiet", c.quiet, "No progress or notes on stderr; errors still go there");
+  sub->add_option("--secret-file", c.secret_file,
+                  "Authenticate with the shared secret in FILE (default ~/.tfbarrier/secret if it exists)")
+      ->envname("TFBARRIER_SECRET_FILE");
   sub->add_option("--keepalive", t.keepalive, "Ping the host every DUR while waiting; 3 missed = host lost (default 5s)")
       ->envname("TFBARRIER_KEEPALIVE")
       ->check(duration_validator());
@@ -95,7 +98,6 @@ int run_cli(int argc, char** argv) {
   // serve
   serve_options serve;
   std::string idle_exit, forget_after;
-  bool self_started = false;
   auto* s = app.add_subcommand("serve", "Run the rendezvous host");
   s->add_option("--listen", serve.listen,
                 "Listen on HOST:PORT, :PORT (all interfaces) or [IPv6]:PORT; port 0 picks a free port "
@@ -113,7 +115,13 @@ int run_cli(int argc, char** argv) {
   s->add_option("--max-connections", serve.max_connections, "Refuse connections past N (default: the descriptor limit)");
   s->add_option("--max-per-address", serve.max_per_address, "Refuse connections past N from one address (default 16384)")
       ->check(CLI::PositiveNumber);
-  s->add_flag("--self-started", self_started, "(internal) started by a participant")->group("");
+  s->add_flag("--self-started", serve.self_started, "(internal) started by a participant")->group("");
+  s->add_option("--secret-file", serve.secret_file,
+                "Require clients to know the secret in FILE (default ~/.tfbarrier/secret; made on first use "
+                "when listening beyond loopback)")
+      ->envname("TFBARRIER_SECRET_FILE");
+  s->add_flag("--insecure", serve.insecure, "Listen beyond loopback without authentication: anyone who can connect "
+                                            "can arrive, decide and abort");
   s->footer(
       "\nExamples:\n"
       "  tfbarrier serve --listen 127.0.0.1:0          # prints TFBARRIER_ADDR=127.0.0.1:PORT\n"
@@ -208,6 +216,13 @@ int run_cli(int argc, char** argv) {
   add_common(cf, config.common, config_text);
   cf->footer("\nExample:\n  srun -n 2 tfbarrier config\n" + exit_code_help());
 
+  // secret
+  secret_options secret;
+  auto* sec = app.add_subcommand("secret", "Write a fresh shared secret for authentication");
+  sec->add_option("--file", secret.file, "Where (default ~/.tfbarrier/secret, or TFBARRIER_SECRET_FILE)");
+  sec->add_flag("--force", secret.force, "Replace an existing secret (every node then needs the new one)");
+  sec->footer("\nExample:\n  tfbarrier secret && tfbarrier serve --listen :7727\n" + exit_code_help());
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -229,7 +244,6 @@ int run_cli(int argc, char** argv) {
     set_duration(idle_exit, serve.idle_exit);
     set_duration(forget_after, serve.forget_after);
     (void)idle;
-    (void)self_started;
     return run_serve(serve);
   }
   if (w->parsed()) {
@@ -250,6 +264,7 @@ int run_cli(int argc, char** argv) {
     set_common(status_text, status.common);
     return run_status(status);
   }
+  if (sec->parsed()) return run_secret(secret);
   if (cf->parsed()) {
     set_common(config_text, config.common);
     return run_config(config);

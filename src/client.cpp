@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <random>
 
+#include "auth.h"
 #include "exit_codes.h"
 #include "host.h"
 #include "version.h"
@@ -28,6 +29,7 @@ int exit_for(proto::error_kind k) {
     case proto::error_kind::ambiguous: return exit_code::usage;
     case proto::error_kind::aborted: return exit_code::aborted;
     case proto::error_kind::busy: return exit_code::unreachable;
+    case proto::error_kind::auth: return exit_code::auth;
     default: return exit_code::protocol;
   }
 }
@@ -64,6 +66,7 @@ class engine {
   }
 
   void write(std::string bytes) {
+    if (!session_key_.empty()) bytes = seal_lines(bytes);
     out_.push_back(std::move(bytes));
     if (!writing_) write_next();
   }
@@ -85,6 +88,20 @@ class engine {
   void set_interrupt_note(std::string s) { interrupt_note_ = std::move(s); }
 
  private:
+  std::string seal_lines(const std::string& bytes) {
+    std::string sealed;
+    std::size_t pos = 0;
+    while (pos < bytes.size()) {
+      std::size_t nl = bytes.find('\n', pos);
+      if (nl == std::string::npos) nl = bytes.size();
+      sealed += auth::seal(std::string_view(bytes).substr(pos, nl - pos), session_key_, auth::direction::to_host,
+                           out_seq_++);
+      sealed += '\n';
+      pos = nl + 1;
+    }
+    return sealed;
+  }
+
   void write_next() {
     writing_ = true;
     asio::async_write(socket_, asio::buffer(out_.front()), [this](asio::error_code ec, std::size_t) {
@@ -173,15 +190,17 @@ class engine {
   }
 
   awaitable<void> main(std::string request) {
+    request_ = request;
     for (;;) {
       std::string lost = co_await session(request);
       if (done()) co_return;
-      if (!resumable_) {
+      if (!resumable_ && lost != retry_with_secret) {
         finish(outcome{exit_code::unreachable, "", lost});
         co_return;
       }
       // Reconnect with backoff and send the same request again: the host knows our id.
-      if (!o_.quiet_reconnect) fmt::print(stderr, "tfbarrier: {}; reconnecting\n", lost);
+      if (!o_.quiet_reconnect && lost != retry_with_secret)
+        fmt::print(stderr, "tfbarrier: {}; reconnecting\n", lost);
       socket_ = tcp::socket(io_);
       out_.clear();
       writing_ = false;
@@ -195,9 +214,13 @@ class engine {
     connected_ = true;
     silent_ = false;
     last_heard_ = clock::now();
+    session_key_.clear();
+    in_seq_ = out_seq_ = 0;
+    client_nonce_ = auth::make_nonce();
     proto::hello h{static_cast<std::uint32_t>(protocol_version), o_.client_host, o_.pid,
-                   resumable_ ? static_cast<std::uint32_t>(keepalive_every_.count()) : 0u};
-    write(proto::format_request(h) + request);
+                   resumable_ ? static_cast<std::uint32_t>(keepalive_every_.count()) : 0u, client_nonce_};
+    // Without a secret the request rides with HELLO; with one it waits for the host's proof.
+    write(proto::format_request(h) + (o_.secret ? std::string() : request));
     if (resumable_) ping_loop();
     std::string lost = co_await read_replies();
     connected_ = false;
@@ -218,6 +241,13 @@ class engine {
         while (!done()) {
           auto l = splitter.next();
           if (!l) break;
+          if (!session_key_.empty() && !auth::unseal(*l, session_key_, auth::direction::to_client, in_seq_++)) {
+            finish(outcome{exit_code::auth, "",
+                           fmt::format("a reply from the host at {} failed its authentication check (altered on "
+                                       "the way, or not from the host)",
+                                       o_.addr)});
+            co_return std::string();
+          }
           std::string err;
           auto rep = reader.feed(*l, err);
           if (!err.empty()) {
@@ -234,6 +264,35 @@ class engine {
             auto* hr = std::get_if<proto::hello_reply>(&*rep);
             if (!hr) {
               finish(outcome{exit_code::protocol, "", fmt::format("the host at {} did not greet with HELLO", o_.addr)});
+              co_return std::string();
+            }
+            if (hr->auth == "hmac") {
+              if (!o_.secret) {
+                std::string ignored;
+                if (!o_.secret_path.empty()) o_.secret = auth::load_secret(o_.secret_path, ignored);
+                if (o_.secret) co_return std::string(retry_with_secret);
+                finish(outcome{exit_code::auth, "",
+                               fmt::format("the host at {} requires authentication: give this participant the "
+                                           "host's secret file (--secret-file FILE or TFBARRIER_SECRET_FILE)",
+                                           o_.addr)});
+                co_return std::string();
+              }
+              if (!auth::equal(hr->proof, auth::host_proof(*o_.secret, client_nonce_, hr->nonce))) {
+                finish(outcome{exit_code::auth, "",
+                               fmt::format("the host at {} could not prove it knows the secret: it is not the host "
+                                           "you meant, or its secret file differs from this one",
+                                           o_.addr)});
+                co_return std::string();
+              }
+              write(proto::format_request(proto::auth_req{auth::client_proof(*o_.secret, client_nonce_, hr->nonce)}));
+              session_key_ = auth::session_key(*o_.secret, client_nonce_, hr->nonce);
+              write(request_);
+            } else if (o_.secret) {
+              finish(outcome{exit_code::auth, "",
+                             fmt::format("the host at {} does not authenticate, but this participant has a secret: "
+                                         "refusing a host that could be a fake; start the host with the same "
+                                         "--secret-file",
+                                         o_.addr)});
               co_return std::string();
             }
             greeted = true;
@@ -278,6 +337,10 @@ class engine {
   asio::signal_set signals_;
   asio::steady_timer deadline_, timeout_, progress_, keepalive_;
   reply_handler handler_;
+  static constexpr const char* retry_with_secret = "retry with the secret";
+  std::string request_;
+  std::string client_nonce_, session_key_;
+  std::uint64_t in_seq_ = 0, out_seq_ = 0;
   bool resumable_ = false;
   bool connected_ = false;
   bool silent_ = false;

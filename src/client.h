@@ -48,6 +48,10 @@ struct connect_options {
   /// wait/decide: PING the host this often; a host silent for 3 intervals is treated as lost.
   duration keepalive = std::chrono::seconds(5);
   bool quiet_reconnect = false;  ///< do not note reconnects on stderr
+  /// The shared secret; when set, the host must prove it knows it (and so must we).
+  std::optional<std::string> secret;
+  /// Where to look for a secret if the host asks for one and none was given.
+  std::string secret_path;
 };
 
 class coordinator {

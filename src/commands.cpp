@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "auth.h"
 #include "client.h"
 #include "exit_codes.h"
 #include "host.h"
@@ -101,6 +102,35 @@ void start_host(const settings& s, bool quiet) {
   waitpid(child, &st, 0);
 }
 
+/// The participant's secret: --secret-file, else the default file if it exists.
+/// Returns false (after printing why) when a secret file is there but unusable.
+bool client_secret(const common_options& c, connect_options& o) {
+  std::string error;
+  if (c.secret_file) {
+    o.secret = auth::load_secret(*c.secret_file, error);
+    if (!o.secret) {
+      print_error(error);
+      return false;
+    }
+    return true;
+  }
+  o.secret_path = auth::default_secret_path();
+  if (::access(o.secret_path.c_str(), F_OK) == 0) {
+    o.secret = auth::load_secret(o.secret_path, error);
+    if (!o.secret) {
+      print_error(error);
+      return false;
+    }
+  }
+  return true;
+}
+
+bool is_loopback(const std::string& listen) {
+  std::string host, port;
+  if (!split_host_port(listen, host, port)) return true;  // run_host reports the bad address
+  return host.starts_with("127.") || host == "::1" || host == "localhost";
+}
+
 connect_options connection(const settings& s, const common_options& c) {
   connect_options o;
   o.addr = s.addr();
@@ -180,7 +210,9 @@ int run_wait(const wait_cmd_options& o) {
                                                                                : std::chrono::seconds(30));
     wo.on_progress = [&printer](const progress& p) { printer(p); };
   }
-  auto c = make_tcp_coordinator(connection(*s, o.common));
+  auto conn = connection(*s, o.common);
+  if (!client_secret(o.common, conn)) return exit_code::auth;
+  auto c = make_tcp_coordinator(std::move(conn));
   outcome out = c->wait(a, wo);
   printer.clear();
   return finish(out, o.common.quiet);
@@ -198,7 +230,9 @@ int run_decide(const decide_options& o) {
   d.rank = s->rank.value;
   d.wait = !o.no_wait;
   d.message = o.message;
-  auto c = make_tcp_coordinator(connection(*s, o.common));
+  auto conn = connection(*s, o.common);
+  if (!client_secret(o.common, conn)) return exit_code::auth;
+  auto c = make_tcp_coordinator(std::move(conn));
   return finish(c->decide(d), o.common.quiet);
 }
 
@@ -206,7 +240,9 @@ int run_abort(const abort_options& o) {
   auto s = resolve(o.common, std::nullopt, std::nullopt);
   if (!s) return exit_code::usage;
   proto::abort_req a{*s->scope.value, o.name, o.reason};
-  auto c = make_tcp_coordinator(connection(*s, o.common));
+  auto conn = connection(*s, o.common);
+  if (!client_secret(o.common, conn)) return exit_code::auth;
+  auto c = make_tcp_coordinator(std::move(conn));
   return finish(c->abort(a), o.common.quiet);
 }
 
@@ -250,7 +286,9 @@ int run_status(const status_options& o) {
   auto s = resolve(o.common, std::nullopt, std::nullopt);
   if (!s) return exit_code::usage;
   proto::status_req req{o.all_scopes ? "*" : *s->scope.value, o.name, true};
-  auto c = make_tcp_coordinator(connection(*s, o.common));
+  auto conn = connection(*s, o.common);
+  if (!client_secret(o.common, conn)) return exit_code::auth;
+  auto c = make_tcp_coordinator(std::move(conn));
   outcome out = c->status(req);
   if (out.exit_code != 0 || !out.status) return finish(out, o.common.quiet);
   const auto& st = *out.status;
@@ -274,6 +312,17 @@ int run_status(const status_options& o) {
         fmt::print("    {:<10} {} pid {}{}, arrived {} ago\n", m.rank ? fmt::format("rank {}", *m.rank) : "no rank",
                    m.host, m.pid, m.chief ? " (chief)" : "", format_duration(duration(m.age_ms)));
   }
+  return 0;
+}
+
+int run_secret(const secret_options& o) {
+  std::string path = o.file.value_or(auth::default_secret_path());
+  std::string error;
+  if (!auth::write_secret(path, o.force, error)) {
+    print_error(error);
+    return exit_code::usage;
+  }
+  fmt::print("{}\n", path);
   return 0;
 }
 
@@ -301,6 +350,35 @@ int run_serve(const serve_options& o) {
   h.max_connections = o.max_connections;
   h.max_per_address = o.max_per_address;
   std::string error;
+  // Secure by default: beyond loopback, every client must know the secret.
+  if (o.secret_file) {
+    h.secret = auth::load_secret(*o.secret_file, error);
+    if (!h.secret) {
+      print_error(error);
+      return exit_code::auth;
+    }
+  } else if (!o.insecure) {
+    std::string path = auth::default_secret_path();
+    bool exists = ::access(path.c_str(), F_OK) == 0;
+    if (!exists && !is_loopback(h.listen)) {
+      // First use: make the secret that the nodes share through the home directory.
+      if (!auth::write_secret(path, false, error) && ::access(path.c_str(), F_OK) != 0) {
+        print_error(fmt::format("{} listens beyond loopback, so it needs a secret, and {}; give --secret-file FILE "
+                                "(or --insecure to allow anyone who can connect)",
+                                h.listen, error));
+        return exit_code::auth;
+      }
+      fmt::print(stderr, "tfbarrier: created the shared secret {} (mode 0600)\n", path);
+      exists = true;
+    }
+    if (exists) {
+      h.secret = auth::load_secret(path, error);
+      if (!h.secret) {
+        print_error(error);
+        return exit_code::auth;
+      }
+    }
+  }
   if (!o.daemon) {
     h.on_listening = [](const std::string& addr) {
       fmt::print(stdout, "TFBARRIER_ADDR={}\n", addr);

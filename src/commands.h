@@ -14,6 +14,7 @@ struct common_options {
   std::optional<std::string> scope;
   duration connect_timeout = std::chrono::seconds(60);
   std::optional<duration> keepalive;  ///< TFBARRIER_KEEPALIVE (default 5s)
+  std::optional<std::string> secret_file;  ///< --secret-file / TFBARRIER_SECRET_FILE
   bool quiet = false;
 };
 
@@ -27,6 +28,14 @@ struct serve_options {
   std::optional<std::string> state_dir;
   std::size_t max_connections = 0;
   std::size_t max_per_address = 16384;
+  std::optional<std::string> secret_file;
+  bool insecure = false;
+  bool self_started = false;
+};
+
+struct secret_options {
+  std::optional<std::string> file;
+  bool force = false;
 };
 
 struct wait_cmd_options {
@@ -72,6 +81,7 @@ int run_decide(const decide_options& o);
 int run_abort(const abort_options& o);
 int run_status(const status_options& o);
 int run_config(const config_options& o);
+int run_secret(const secret_options& o);
 
 /// Prints "tfbarrier: error: TEXT" on stderr.
 void print_error(const std::string& text);

@@ -18,6 +18,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "auth.h"
 #include "barrier.h"
 #include "journal.h"
 #include "version.h"
@@ -90,6 +91,9 @@ class session : public std::enable_shared_from_this<session> {
   std::string peer_addr_;
   proto::line_splitter splitter_;
   std::uint32_t keepalive_ms_ = 0;
+  bool awaiting_auth_ = false;
+  std::string client_nonce_, host_nonce_, session_key_;
+  std::uint64_t in_seq_ = 0, out_seq_ = 0;
   std::chrono::steady_clock::time_point last_heard_ = std::chrono::steady_clock::now();
 };
 
@@ -210,8 +214,9 @@ void session::start() {
   auto self = shared_from_this();
   handshake_timer_.expires_after(srv_.opts().handshake_timeout);
   handshake_timer_.async_wait([self](asio::error_code e) {
-    if (e || self->hello_ || self->stopped_) return;
-    self->srv_.event(fmt::format("bad client {}: no HELLO within the handshake timeout", self->remote_));
+    if (e || (self->hello_ && !self->awaiting_auth_) || self->stopped_) return;
+    self->srv_.event(fmt::format("bad client {}: no {} within the handshake timeout", self->remote_,
+                                 self->hello_ ? "AUTH" : "HELLO"));
     self->send(proto::format_reply(proto::error_reply{proto::error_kind::timeout, "no HELLO in time"}), true);
   });
   asio::co_spawn(socket_.get_executor(), [self] { return self->reader(); }, asio::detached);
@@ -220,6 +225,20 @@ void session::start() {
 
 void session::send(std::string bytes, bool close_after) {
   if (stopped_ || close_after_flush_) return;
+  if (!session_key_.empty() && !bytes.empty()) {
+    // Authenticated connection: every line carries a MAC and a sequence number.
+    std::string sealed;
+    std::size_t pos = 0;
+    while (pos < bytes.size()) {
+      std::size_t nl = bytes.find('\n', pos);
+      if (nl == std::string::npos) nl = bytes.size();
+      sealed += auth::seal(std::string_view(bytes).substr(pos, nl - pos), session_key_, auth::direction::to_client,
+                           out_seq_++);
+      sealed += '\n';
+      pos = nl + 1;
+    }
+    bytes = std::move(sealed);
+  }
   outbox_bytes_ += bytes.size();
   outbox_.push_back(std::move(bytes));
   if (close_after) close_after_flush_ = true;
@@ -299,7 +318,16 @@ awaitable<void> session::writer() {
   stop();
 }
 
-void session::handle_line(const std::string& raw) {
+void session::handle_line(const std::string& line) {
+  auto refuse_auth = [&](std::string text) {
+    srv_.event(fmt::format("bad client {}: authentication failed: {}", remote_, text));
+    send(proto::format_reply(proto::error_reply{proto::error_kind::auth, std::move(text)}), true);
+  };
+  std::string raw = line;
+  if (!session_key_.empty() && !auth::unseal(raw, session_key_, auth::direction::to_host, in_seq_++)) {
+    refuse_auth("a line without a valid MAC");
+    return;
+  }
   auto parsed = proto::parse_request(raw);
   if (auto* err = std::get_if<proto::request_error>(&parsed)) {
     srv_.event(fmt::format("bad client {}: {}: {}", remote_, proto::to_string(err->kind), err->text));
@@ -326,16 +354,42 @@ void session::handle_line(const std::string& raw) {
       send(proto::format_reply(proto::error_reply{proto::error_kind::version, text}), true);
       return;
     }
-    hello_ = true;
-    handshake_timer_.cancel();
-    peer_ = {h->host, h->pid};
-    if (h->keepalive_ms > 0) {
-      keepalive_ms_ = std::max<std::uint32_t>(h->keepalive_ms, 100);
-      watch_liveness();
+    const auto& secret = srv_.opts().secret;
+    if (secret && h->nonce.size() != 2 * auth::nonce_bytes) {
+      refuse_auth("this host requires authentication; give the participant the same secret file as the host "
+                  "(--secret-file or TFBARRIER_SECRET_FILE)");
+      return;
     }
-    send(proto::format_reply(
-             proto::hello_reply{protocol_version, fmt::format("tfbarrier/{}", tfb::version), "none"}),
-         false);
+    hello_ = true;
+    peer_ = {h->host, h->pid};
+    if (h->keepalive_ms > 0) keepalive_ms_ = std::max<std::uint32_t>(h->keepalive_ms, 100);
+    proto::hello_reply hr{protocol_version, fmt::format("tfbarrier/{}", tfb::version), "none"};
+    if (secret) {
+      client_nonce_ = h->nonce;
+      host_nonce_ = auth::make_nonce();
+      hr.auth = "hmac";
+      hr.nonce = host_nonce_;
+      hr.proof = auth::host_proof(*secret, client_nonce_, host_nonce_);
+      awaiting_auth_ = true;  // the handshake timer still runs until AUTH
+    } else {
+      handshake_timer_.cancel();
+      if (keepalive_ms_ > 0) watch_liveness();
+    }
+    send(proto::format_reply(hr), false);
+    return;
+  }
+  if (awaiting_auth_) {
+    auto* a = std::get_if<proto::auth_req>(&req);
+    const auto& secret = *srv_.opts().secret;
+    if (!a || !auth::equal(a->proof, auth::client_proof(secret, client_nonce_, host_nonce_))) {
+      refuse_auth(a ? "wrong secret: the participant's secret file differs from the host's"
+                    : "expected AUTH after HELLO");
+      return;
+    }
+    awaiting_auth_ = false;
+    handshake_timer_.cancel();
+    session_key_ = auth::session_key(secret, client_nonce_, host_nonce_);
+    if (keepalive_ms_ > 0) watch_liveness();
     return;
   }
   std::visit(
@@ -366,6 +420,8 @@ void session::handle_line(const std::string& raw) {
           srv_.state().leave(id_, true, now, out);
         } else if constexpr (std::is_same_v<T, proto::ping>) {
           out.sends.push_back({id_, proto::pong{}});
+        } else if constexpr (std::is_same_v<T, proto::auth_req>) {
+          send(proto::format_reply(proto::error_reply{proto::error_kind::badrequest, "AUTH was already done"}), true);
         }
       },
       req);

@@ -221,6 +221,7 @@ constexpr std::pair<error_kind, std::string_view> kind_names[] = {
     {error_kind::timeout, "TIMEOUT"},     {error_kind::conflict, "CONFLICT"},
     {error_kind::needn, "NEEDN"},         {error_kind::ambiguous, "AMBIGUOUS"},
     {error_kind::aborted, "ABORTED"},     {error_kind::busy, "BUSY"},
+    {error_kind::auth, "AUTH"},
 };
 }  // namespace
 
@@ -243,7 +244,8 @@ bool closes_connection(error_kind k) {
     case error_kind::toolong:
     case error_kind::badrequest:
     case error_kind::timeout:
-    case error_kind::busy: return true;
+    case error_kind::busy:
+    case error_kind::auth: return true;
     default: return false;
   }
 }
@@ -268,6 +270,7 @@ std::variant<request, request_error> parse_request(std::string_view raw) {
     h.host = r.optional_str("host", "?");
     if (auto pid = r.optional_u32("pid", 0x7fffffff)) h.pid = *pid;
     if (auto ka = r.optional_u32("keepalive", 3'600'000)) h.keepalive_ms = *ka;
+    h.nonce = r.optional_str("nonce");
     out = h;
   } else if (l->verb == "ARRIVE") {
     arrive a;
@@ -321,6 +324,8 @@ std::variant<request, request_error> parse_request(std::string_view raw) {
     out = leave{};
   } else if (l->verb == "PING") {
     out = ping{};
+  } else if (l->verb == "AUTH") {
+    out = auth_req{r.required("proof")};
   } else {
     return request_error{error_kind::badrequest,
                          fmt::format("unknown request '{}'; see docs/protocol.md", l->verb.substr(0, 32))};
@@ -340,6 +345,7 @@ std::string format_request(const request& req) {
           add(l, "host", m.host);
           add(l, "pid", std::to_string(m.pid));
           if (m.keepalive_ms) add(l, "keepalive", std::to_string(m.keepalive_ms));
+          if (!m.nonce.empty()) add(l, "nonce", m.nonce);
         } else if constexpr (std::is_same_v<T, arrive>) {
           l.verb = "ARRIVE";
           add(l, "name", m.name);
@@ -370,6 +376,9 @@ std::string format_request(const request& req) {
           add(l, "detail", m.detail ? "1" : "0");
         } else if constexpr (std::is_same_v<T, leave>) {
           l.verb = "LEAVE";
+        } else if constexpr (std::is_same_v<T, auth_req>) {
+          l.verb = "AUTH";
+          add(l, "proof", m.proof);
         } else {
           l.verb = "PING";
         }
@@ -410,6 +419,8 @@ std::string format_reply(const reply& rep) {
           add(l, "v", std::to_string(m.version));
           add(l, "server", m.server);
           add(l, "auth", m.auth);
+          if (!m.nonce.empty()) add(l, "nonce", m.nonce);
+          if (!m.proof.empty()) add(l, "proof", m.proof);
         } else if constexpr (std::is_same_v<T, waiting>) {
           l.verb = "WAITING";
           add(l, "name", m.name);
@@ -583,6 +594,8 @@ std::optional<reply> reply_reader::feed(std::string_view raw, std::string& error
     h.version = opt_field(r, "v").value_or(0);
     h.server = r.optional_str("server");
     h.auth = r.optional_str("auth", "none");
+    h.nonce = r.optional_str("nonce");
+    h.proof = r.optional_str("proof");
     out = h;
   } else if (verb == "WAITING") {
     out = waiting{name(), r.u64("gen"), opt_field(r, "arrived").value_or(0), opt_field(r, "n")};

@@ -49,6 +49,7 @@ struct hello {
   std::string host;
   std::uint32_t pid = 0;
   std::uint32_t keepalive_ms = 0;  ///< the client sends PING this often; 0 = it does not
+  std::string nonce;               ///< the client's fresh nonce (for authentication)
 };
 struct arrive {
   std::string name, scope, id;
@@ -73,10 +74,13 @@ struct status_req {
 };
 struct leave {};
 struct ping {};
-using request = std::variant<hello, arrive, decide, abort_req, status_req, leave, ping>;
+struct auth_req {
+  std::string proof;  ///< HMAC proof that the client knows the secret (docs/security.md)
+};
+using request = std::variant<hello, arrive, decide, abort_req, status_req, leave, ping, auth_req>;
 
 /// Error kinds of ERR lines (docs/protocol.md, "Errors").
-enum class error_kind { version, handshake, toolong, badrequest, timeout, conflict, needn, ambiguous, aborted, busy };
+enum class error_kind { version, handshake, toolong, badrequest, timeout, conflict, needn, ambiguous, aborted, busy, auth };
 std::string_view to_string(error_kind k);
 std::optional<error_kind> parse_error_kind(std::string_view s);
 /// Whether the host closes the connection after sending this error.
@@ -94,7 +98,9 @@ std::string format_request(const request& r);
 struct hello_reply {
   std::uint32_t version = 0;
   std::string server;
-  std::string auth = "none";
+  std::string auth = "none";  ///< "none" | "hmac"
+  std::string nonce;          ///< auth=hmac: the host's fresh nonce
+  std::string proof;          ///< auth=hmac: the host's proof that it knows the secret
 };
 struct waiting {
   std::string name;

@@ -13,6 +13,10 @@ setup_common() {
   unset SLURM_JOB_ID SLURM_PROCID SLURM_NTASKS SLURM_STEP_NUM_TASKS RANK WORLD_SIZE MASTER_ADDR
   unset OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_RANK PMI_SIZE PMI_RANK TORCHELASTIC_RUN_ID
   HOST_PIDS=()
+  # A home of its own: the default secret file (~/.tfbarrier/secret) never leaks between tests.
+  export HOME=$BATS_TEST_TMPDIR/home
+  mkdir -p "$HOME"
+  unset TFBARRIER_SECRET_FILE TFBARRIER_KEEPALIVE TFBARRIER_STATE_DIR
 }
 
 # start_host [serve options...]: starts `tfbarrier serve` on 127.0.0.1:0,

@@ -1,0 +1,153 @@
+#include "auth.h"
+
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+
+namespace tfb::auth {
+namespace {
+
+std::string to_hex(const unsigned char* p, std::size_t n) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out(n * 2, '0');
+  for (std::size_t i = 0; i < n; ++i) {
+    out[2 * i] = digits[p[i] >> 4];
+    out[2 * i + 1] = digits[p[i] & 15];
+  }
+  return out;
+}
+
+const char* dir_label(direction d) { return d == direction::to_host ? "to-host" : "to-client"; }
+
+}  // namespace
+
+std::string make_nonce() {
+  unsigned char buf[nonce_bytes];
+  if (RAND_bytes(buf, sizeof buf) != 1) std::abort();  // no randomness: nothing is safe
+  return to_hex(buf, sizeof buf);
+}
+
+std::string hmac_hex(std::string_view key, std::string_view msg) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(msg.data()),
+       msg.size(), out, &len);
+  return to_hex(out, len);
+}
+
+bool equal(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+std::string host_proof(std::string_view secret, std::string_view cn, std::string_view hn) {
+  return hmac_hex(secret, fmt::format("tfbarrier-host-proof\n{}\n{}", cn, hn));
+}
+std::string client_proof(std::string_view secret, std::string_view cn, std::string_view hn) {
+  return hmac_hex(secret, fmt::format("tfbarrier-client-proof\n{}\n{}", cn, hn));
+}
+std::string session_key(std::string_view secret, std::string_view cn, std::string_view hn) {
+  return hmac_hex(secret, fmt::format("tfbarrier-session-key\n{}\n{}", cn, hn));
+}
+
+std::string seal(std::string_view line, std::string_view key, direction d, std::uint64_t seq) {
+  std::string mac = hmac_hex(key, fmt::format("{}\n{}\n{}", dir_label(d), seq, line)).substr(0, mac_hex_chars);
+  auto sp = line.find(' ');
+  std::string verb(line.substr(0, sp));
+  std::string rest = sp == std::string_view::npos ? std::string() : std::string(line.substr(sp));
+  return fmt::format("{} mac={}{}", verb, mac, rest);
+}
+
+bool unseal(std::string& line, std::string_view key, direction d, std::uint64_t seq) {
+  auto sp = line.find(" mac=");
+  if (sp == std::string::npos || line.find(' ') != sp) return false;
+  std::size_t start = sp + 5, end = line.find(' ', start);
+  if (end == std::string::npos) end = line.size();
+  std::string mac = line.substr(start, end - start);
+  std::string plain = line.substr(0, sp) + line.substr(end);
+  std::string want = hmac_hex(key, fmt::format("{}\n{}\n{}", dir_label(d), seq, plain)).substr(0, mac_hex_chars);
+  if (!equal(mac, want)) return false;
+  line = std::move(plain);
+  return true;
+}
+
+std::string default_secret_path() {
+  if (const char* f = std::getenv("TFBARRIER_SECRET_FILE"); f && *f) return f;
+  const char* home = std::getenv("HOME");
+  return fmt::format("{}/.tfbarrier/secret", home && *home ? home : "/tmp");
+}
+
+std::optional<std::string> load_secret(const std::string& path, std::string& error) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    error = fmt::format("cannot read the secret file {}: {}; create one with `tfbarrier secret --file {}`", path,
+                        std::strerror(errno), path);
+    return std::nullopt;
+  }
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    error = fmt::format("the secret file {} is not a regular file", path);
+    return std::nullopt;
+  }
+  if ((st.st_mode & 077) != 0) {
+    ::close(fd);
+    error = fmt::format("the secret file {} can be read by others (mode {:04o}); run `chmod 600 {}`", path,
+                        st.st_mode & 07777, path);
+    return std::nullopt;
+  }
+  std::string s(4096, '\0');
+  ssize_t n = ::read(fd, s.data(), s.size());
+  ::close(fd);
+  if (n < 0) {
+    error = fmt::format("cannot read the secret file {}: {}", path, std::strerror(errno));
+    return std::nullopt;
+  }
+  s.resize(static_cast<std::size_t>(n));
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  if (s.size() < 16) {
+    error = fmt::format("the secret file {} holds fewer than 16 characters; make a fresh one with "
+                        "`tfbarrier secret --force --file {}`",
+                        path, path);
+    return std::nullopt;
+  }
+  return s;
+}
+
+bool write_secret(const std::string& path, bool force, std::string& error) {
+  auto slash = path.rfind('/');
+  if (slash != std::string::npos && slash > 0) {
+    std::string dir = path.substr(0, slash);
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      error = fmt::format("cannot create {}: {}", dir, std::strerror(errno));
+      return false;
+    }
+  }
+  int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (force ? O_TRUNC : O_EXCL);
+  int fd = ::open(path.c_str(), flags, 0600);
+  if (fd < 0) {
+    error = errno == EEXIST ? fmt::format("{} exists already; pass --force to replace it (every node must then get "
+                                          "the new one)",
+                                          path)
+                            : fmt::format("cannot write {}: {}", path, std::strerror(errno));
+    return false;
+  }
+  ::fchmod(fd, 0600);
+  unsigned char buf[32];
+  if (RAND_bytes(buf, sizeof buf) != 1) std::abort();
+  std::string s = to_hex(buf, sizeof buf) + "\n";
+  bool ok = ::write(fd, s.data(), s.size()) == static_cast<ssize_t>(s.size()) && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok) error = fmt::format("cannot write {}: {}", path, std::strerror(errno));
+  return ok;
+}
+
+}  // namespace tfb::auth

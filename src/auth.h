@@ -1,0 +1,43 @@
+#pragma once
+// Shared-secret authentication (docs/security.md): mutual HMAC-SHA-256
+// challenge-response over fresh nonces from both sides, then every line in
+// both directions is sealed with a MAC under a per-connection session key and
+// a sequence number. OpenSSL's libcrypto does the cryptography.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tfb::auth {
+
+inline constexpr std::size_t nonce_bytes = 16;
+inline constexpr std::size_t mac_hex_chars = 32;  ///< a line MAC: the first 128 bits of HMAC-SHA-256
+
+/// A fresh random nonce, hex-encoded.
+std::string make_nonce();
+/// HMAC-SHA-256(key, msg), hex-encoded (64 chars).
+std::string hmac_hex(std::string_view key, std::string_view msg);
+/// Constant-time comparison.
+bool equal(std::string_view a, std::string_view b);
+
+/// The host's proof that it knows the secret, bound to both nonces.
+std::string host_proof(std::string_view secret, std::string_view client_nonce, std::string_view host_nonce);
+/// The client's proof, with the roles swapped, so one cannot stand for the other.
+std::string client_proof(std::string_view secret, std::string_view client_nonce, std::string_view host_nonce);
+/// The key that seals every later line of this connection.
+std::string session_key(std::string_view secret, std::string_view client_nonce, std::string_view host_nonce);
+
+enum class direction { to_host, to_client };
+/// Inserts " mac=HEX" after the verb of one line (without its newline).
+std::string seal(std::string_view line, std::string_view key, direction d, std::uint64_t seq);
+/// Checks and removes the MAC; false when missing or wrong.
+bool unseal(std::string& line, std::string_view key, direction d, std::uint64_t seq);
+
+/// The default secret file: $TFBARRIER_SECRET_FILE, else $HOME/.tfbarrier/secret.
+std::string default_secret_path();
+/// Reads a secret file. Refuses one that others can read. nullopt + error (a sentence).
+std::optional<std::string> load_secret(const std::string& path, std::string& error);
+/// Writes a fresh secret (mode 0600, parent made 0700). Refuses to overwrite unless force.
+bool write_secret(const std::string& path, bool force, std::string& error);
+
+}  // namespace tfb::auth
