@@ -120,6 +120,7 @@ int run_cli(int argc, char** argv) {
                 "Require clients to know the secret in FILE (default ~/.tfbarrier/secret; made on first use "
                 "when listening beyond loopback)")
       ->envname("TFBARRIER_SECRET_FILE");
+  s->add_flag("--no-munge", serve.no_munge, "Beyond loopback, use the secret file even where munged runs");
   s->add_flag("--insecure", serve.insecure, "Listen beyond loopback without authentication: anyone who can connect "
                                             "can arrive, decide and abort");
   s->footer(

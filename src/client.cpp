@@ -10,6 +10,7 @@
 
 #include "auth.h"
 #include "exit_codes.h"
+#include "munge_auth.h"
 #include "host.h"
 #include "version.h"
 
@@ -220,7 +221,12 @@ class engine {
     proto::hello h{static_cast<std::uint32_t>(protocol_version), o_.client_host, o_.pid,
                    resumable_ ? static_cast<std::uint32_t>(keepalive_every_.count()) : 0u, client_nonce_};
     // Without a secret the request rides with HELLO; with one it waits for the host's proof.
-    write(proto::format_request(h) + (o_.secret ? std::string() : request));
+    // Beyond loopback a host authenticates (MUNGE or a secret), so there is nothing to gain.
+    std::string h_host, h_port;
+    split_host_port(o_.addr, h_host, h_port);
+    bool loopback = h_host.starts_with("127.") || h_host == "::1" || h_host == "localhost";
+    pipelined_ = loopback && !o_.secret && !no_pipeline_;
+    write(proto::format_request(h) + (pipelined_ ? request : std::string()));
     if (resumable_) ping_loop();
     std::string lost = co_await read_replies();
     connected_ = false;
@@ -266,11 +272,45 @@ class engine {
               finish(outcome{exit_code::protocol, "", fmt::format("the host at {} did not greet with HELLO", o_.addr)});
               co_return std::string();
             }
-            if (hr->auth == "hmac") {
-              if (!o_.secret) {
+            if (hr->auth != "none" && pipelined_) {
+              // The host authenticates: the request must wait for the handshake. Connect again.
+              no_pipeline_ = true;
+              if (hr->auth == "hmac" && !o_.secret && !o_.secret_path.empty()) {
                 std::string ignored;
-                if (!o_.secret_path.empty()) o_.secret = auth::load_secret(o_.secret_path, ignored);
-                if (o_.secret) co_return std::string(retry_with_secret);
+                o_.secret = auth::load_secret(o_.secret_path, ignored);
+              }
+              co_return std::string(retry_with_secret);
+            }
+            if (hr->auth == "munge") {
+              std::string merr;
+              auto d = munge_auth::decode(munge_auth::from_wire(hr->cred), merr);
+              if (!d) {
+                finish(outcome{exit_code::auth, "",
+                               fmt::format("the host at {} authenticates with MUNGE, and its credential was refused "
+                                           "here: {}",
+                                           o_.addr, merr)});
+                co_return std::string();
+              }
+              if (d->uid != ::getuid() ||
+                  d->payload != fmt::format("tfbarrier-host-munge\n{}\n{}", client_nonce_, hr->nonce)) {
+                finish(outcome{exit_code::auth, "",
+                               fmt::format("the host at {} runs as uid {}, not as you (uid {}), or its credential "
+                                           "is not for this connection: refusing it",
+                                           o_.addr, d->uid, ::getuid())});
+                co_return std::string();
+              }
+              std::string key = auth::make_nonce() + auth::make_nonce();
+              auto cred = munge_auth::encode(
+                  fmt::format("tfbarrier-client-munge\n{}\n{}\n{}", client_nonce_, hr->nonce, key), d->uid, merr);
+              if (!cred) {
+                finish(outcome{exit_code::auth, "", fmt::format("cannot make a MUNGE credential: {}", merr)});
+                co_return std::string();
+              }
+              write(proto::format_request(proto::auth_req{"", munge_auth::to_wire(*cred)}));
+              session_key_ = key;
+              write(request_);
+            } else if (hr->auth == "hmac") {
+              if (!o_.secret) {
                 finish(outcome{exit_code::auth, "",
                                fmt::format("the host at {} requires authentication: give this participant the "
                                            "host's secret file (--secret-file FILE or TFBARRIER_SECRET_FILE)",
@@ -294,6 +334,8 @@ class engine {
                                          "--secret-file",
                                          o_.addr)});
               co_return std::string();
+            } else if (!pipelined_) {
+              write(request_);
             }
             greeted = true;
             deadline_.cancel();
@@ -342,6 +384,7 @@ class engine {
   std::string client_nonce_, session_key_;
   std::uint64_t in_seq_ = 0, out_seq_ = 0;
   bool resumable_ = false;
+  bool pipelined_ = false, no_pipeline_ = false;
   bool connected_ = false;
   bool silent_ = false;
   duration keepalive_every_ = std::chrono::seconds(5);

@@ -16,6 +16,7 @@
 #include "client.h"
 #include "exit_codes.h"
 #include "host.h"
+#include "munge_auth.h"
 #include "settings.h"
 #include "version.h"
 
@@ -360,7 +361,12 @@ int run_serve(const serve_options& o) {
   } else if (!o.insecure) {
     std::string path = auth::default_secret_path();
     bool exists = ::access(path.c_str(), F_OK) == 0;
-    if (!exists && !is_loopback(h.listen)) {
+    std::string why_no_munge;
+    if (!is_loopback(h.listen) && !o.no_munge && munge_auth::available(why_no_munge)) {
+      // Where munged runs (every Slurm cluster), nothing needs setting up: the job owner's uid is the key.
+      h.munge = true;
+      exists = false;
+    } else if (!exists && !is_loopback(h.listen)) {
       // First use: make the secret that the nodes share through the home directory.
       if (!auth::write_secret(path, false, error) && ::access(path.c_str(), F_OK) != 0) {
         print_error(fmt::format("{} listens beyond loopback, so it needs a secret, and {}; give --secret-file FILE "
@@ -371,7 +377,7 @@ int run_serve(const serve_options& o) {
       fmt::print(stderr, "tfbarrier: created the shared secret {} (mode 0600)\n", path);
       exists = true;
     }
-    if (exists) {
+    if (exists && !h.munge) {
       h.secret = auth::load_secret(path, error);
       if (!h.secret) {
         print_error(error);

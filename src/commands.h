@@ -30,6 +30,7 @@ struct serve_options {
   std::size_t max_per_address = 16384;
   std::optional<std::string> secret_file;
   bool insecure = false;
+  bool no_munge = false;
   bool self_started = false;
 };
 

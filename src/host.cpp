@@ -20,6 +20,7 @@
 
 #include "auth.h"
 #include "barrier.h"
+#include "munge_auth.h"
 #include "journal.h"
 #include "version.h"
 
@@ -355,7 +356,8 @@ void session::handle_line(const std::string& line) {
       return;
     }
     const auto& secret = srv_.opts().secret;
-    if (secret && h->nonce.size() != 2 * auth::nonce_bytes) {
+    bool munge = srv_.opts().munge && !secret;
+    if ((secret || munge) && h->nonce.size() != 2 * auth::nonce_bytes) {
       refuse_auth("this host requires authentication; give the participant the same secret file as the host "
                   "(--secret-file or TFBARRIER_SECRET_FILE)");
       return;
@@ -371,11 +373,57 @@ void session::handle_line(const std::string& line) {
       hr.nonce = host_nonce_;
       hr.proof = auth::host_proof(*secret, client_nonce_, host_nonce_);
       awaiting_auth_ = true;  // the handshake timer still runs until AUTH
+    } else if (munge) {
+      client_nonce_ = h->nonce;
+      host_nonce_ = auth::make_nonce();
+      std::string err;
+      auto cred = munge_auth::encode(fmt::format("tfbarrier-host-munge\n{}\n{}", client_nonce_, host_nonce_),
+                                     ::getuid(), err);
+      if (!cred) {
+        srv_.log(fmt::format("warning: cannot make a MUNGE credential: {}", err));
+        send(proto::format_reply(proto::error_reply{proto::error_kind::busy,
+                                                    "the host cannot reach munged right now: " + err}),
+             true);
+        return;
+      }
+      hr.auth = "munge";
+      hr.nonce = host_nonce_;
+      hr.cred = munge_auth::to_wire(*cred);
+      awaiting_auth_ = true;
     } else {
       handshake_timer_.cancel();
       if (keepalive_ms_ > 0) watch_liveness();
     }
     send(proto::format_reply(hr), false);
+    return;
+  }
+  if (awaiting_auth_ && !srv_.opts().secret) {
+    auto* a = std::get_if<proto::auth_req>(&req);
+    if (!a || a->cred.empty()) {
+      refuse_auth(a ? "expected AUTH cred=... (this host authenticates with MUNGE)"
+                    : "a request came before AUTH; this host authenticates with MUNGE (clients reconnect and "
+                      "authenticate first)");
+      return;
+    }
+    std::string err;
+    auto d = munge_auth::decode(munge_auth::from_wire(a->cred), err);
+    if (!d) {
+      refuse_auth(fmt::format("the MUNGE credential was refused: {}", err));
+      return;
+    }
+    if (d->uid != ::getuid()) {
+      refuse_auth(fmt::format("uid {} may not use this host: only the job owner (uid {}) may", d->uid, ::getuid()));
+      return;
+    }
+    std::string prefix = fmt::format("tfbarrier-client-munge\n{}\n{}\n", client_nonce_, host_nonce_);
+    if (!d->payload.starts_with(prefix) || d->payload.size() != prefix.size() + 64) {
+      refuse_auth("the MUNGE credential is not for this connection (a replay?)");
+      return;
+    }
+    awaiting_auth_ = false;
+    handshake_timer_.cancel();
+    session_key_ = d->payload.substr(prefix.size());
+    if (keepalive_ms_ > 0) watch_liveness();
     return;
   }
   if (awaiting_auth_) {
@@ -697,7 +745,8 @@ int run_host(const host_options& o, std::string& error) {
   server srv(io, o);
   if (!srv.open_journal(error)) return 2;
   if (!srv.listen(error)) return 69;
-  srv.log(fmt::format("tfbarrier {} listening on {} (protocol {})", tfb::version, srv.address(), protocol_version));
+  srv.log(fmt::format("tfbarrier {} listening on {} (protocol {}, authentication: {})", tfb::version, srv.address(),
+                      protocol_version, o.secret ? "shared secret" : o.munge ? "MUNGE, uid " + std::to_string(::getuid()) : "none"));
   if (o.on_listening) o.on_listening(srv.address());
   srv.run_loops();
   io.run();

@@ -325,7 +325,9 @@ std::variant<request, request_error> parse_request(std::string_view raw) {
   } else if (l->verb == "PING") {
     out = ping{};
   } else if (l->verb == "AUTH") {
-    out = auth_req{r.required("proof")};
+    auth_req a{r.optional_str("proof"), r.optional_str("cred")};
+    if (a.proof.empty() && a.cred.empty()) r.fail("AUTH needs proof= or cred=");
+    out = a;
   } else {
     return request_error{error_kind::badrequest,
                          fmt::format("unknown request '{}'; see docs/protocol.md", l->verb.substr(0, 32))};
@@ -378,7 +380,8 @@ std::string format_request(const request& req) {
           l.verb = "LEAVE";
         } else if constexpr (std::is_same_v<T, auth_req>) {
           l.verb = "AUTH";
-          add(l, "proof", m.proof);
+          if (!m.proof.empty()) add(l, "proof", m.proof);
+          if (!m.cred.empty()) add(l, "cred", m.cred);
         } else {
           l.verb = "PING";
         }
@@ -421,6 +424,7 @@ std::string format_reply(const reply& rep) {
           add(l, "auth", m.auth);
           if (!m.nonce.empty()) add(l, "nonce", m.nonce);
           if (!m.proof.empty()) add(l, "proof", m.proof);
+          if (!m.cred.empty()) add(l, "cred", m.cred);
         } else if constexpr (std::is_same_v<T, waiting>) {
           l.verb = "WAITING";
           add(l, "name", m.name);
@@ -596,6 +600,7 @@ std::optional<reply> reply_reader::feed(std::string_view raw, std::string& error
     h.auth = r.optional_str("auth", "none");
     h.nonce = r.optional_str("nonce");
     h.proof = r.optional_str("proof");
+    h.cred = r.optional_str("cred");
     out = h;
   } else if (verb == "WAITING") {
     out = waiting{name(), r.u64("gen"), opt_field(r, "arrived").value_or(0), opt_field(r, "n")};

@@ -12,7 +12,7 @@
 namespace tfb::proto {
 
 inline constexpr std::size_t max_line = 4096;     ///< bytes, including the newline
-inline constexpr std::size_t max_value = 256;     ///< bytes of one field value
+inline constexpr std::size_t max_value = 1024;    ///< bytes of one field value (a MUNGE credential fits)
 inline constexpr std::size_t max_text = 1024;     ///< bytes of trailing text
 inline constexpr std::size_t max_name = 128;      ///< barrier names and scopes
 inline constexpr std::size_t max_id = 64;
@@ -75,7 +75,8 @@ struct status_req {
 struct leave {};
 struct ping {};
 struct auth_req {
-  std::string proof;  ///< HMAC proof that the client knows the secret (docs/security.md)
+  std::string proof;  ///< auth=hmac: proof that the client knows the secret (docs/security.md)
+  std::string cred;   ///< auth=munge: the client's MUNGE credential
 };
 using request = std::variant<hello, arrive, decide, abort_req, status_req, leave, ping, auth_req>;
 
@@ -101,6 +102,7 @@ struct hello_reply {
   std::string auth = "none";  ///< "none" | "hmac"
   std::string nonce;          ///< auth=hmac: the host's fresh nonce
   std::string proof;          ///< auth=hmac: the host's proof that it knows the secret
+  std::string cred;           ///< auth=munge: the host's MUNGE credential (with '=' written as '_')
 };
 struct waiting {
   std::string name;

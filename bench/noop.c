@@ -1,0 +1,2 @@
+/* The startup floor: a C program that does nothing. */
+int main(void) { return 0; }

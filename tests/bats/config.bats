@@ -1,0 +1,305 @@
+#!/usr/bin/env bats
+# `tfbarrier config --json` under each launcher's variables, the precedence
+# flag > TFBARRIER_* > launcher > default (checked through the `source` object),
+# and bad values (exit 2, naming the variable). No cluster: every command runs
+# under `env -i` with exactly the variables the test gives, so nothing from the
+# caller's environment (a CI job inside Slurm, say) leaks in.
+load helpers
+
+setup() {
+  setup_common
+}
+
+# cfg [VAR=value...] [-- config flags...]: runs `tfbarrier config --json` with only
+# those variables (plus HOME and PATH), stdout and stderr apart.
+cfg() {
+  local vars=() flags=()
+  while [ $# -gt 0 ]; do
+    if [ "$1" = -- ]; then
+      shift
+      flags=("$@")
+      break
+    fi
+    vars+=("$1")
+    shift
+  done
+  run --separate-stderr env -i HOME="$HOME" PATH=/usr/bin:/bin "${vars[@]}" "$TFB" config --json "${flags[@]}"
+}
+
+# fields: prints $output (one JSON object) as sorted key=value lines, nested keys
+# dotted (source.n=env:WORLD_SIZE), null as null, lists as JSON.
+fields() {
+  /usr/bin/python3 -c '
+import json, sys
+def walk(prefix, v):
+    if isinstance(v, dict):
+        for k in v:
+            walk(prefix + k + ".", v[k])
+    else:
+        print(prefix[:-1] + "=" + (json.dumps(v) if isinstance(v, (list, bool)) or v is None else str(v)))
+d = json.loads(sys.stdin.read())
+walk("", d)
+' <<<"$output" | sort
+}
+
+# has_fields LINE...: every key=value line is in the output's fields.
+has_fields() {
+  local all want
+  all=$(fields) || { echo "not JSON: $output" >&2; return 1; }
+  for want in "$@"; do
+    if ! grep -qxF -- "$want" <<<"$all"; then
+      echo "missing: $want" >&2
+      echo "fields:" >&2
+      echo "$all" >&2
+      return 1
+    fi
+  done
+}
+
+# bad_value VAR=value...: exit 2, nothing on stdout, and the error names $NAMED.
+bad_value() {
+  cfg "$@"
+  assert_equal "$status" 2
+  assert_equal "$output" ""
+  [[ $stderr == "tfbarrier: error: "*"$NAMED"* ]] || {
+    echo "stderr does not name $NAMED: $stderr" >&2
+    return 1
+  }
+}
+
+# ---------------------------------------------------------------- launchers
+
+@test "nothing set: 127.0.0.1:7727, scope default, may start the host itself" {
+  cfg
+  assert_success
+  has_fields launcher=none addr=127.0.0.1:7727 host=127.0.0.1 port=7727 scope=default \
+    n=null rank=null may_start_host=true addr_explicit=false warnings=[] \
+    source.host=default source.port=default source.scope=default source.n=unset source.rank=unset
+}
+
+@test "Slurm task inside a step: n, rank, host, port and scope from srun's variables" {
+  cfg SLURM_JOB_ID=4242 SLURM_STEP_ID=0 SLURM_STEP_NUM_TASKS=6 SLURM_NTASKS=8 SLURM_PROCID=3 \
+    SLURM_STEP_NODELIST='node[3-5]' SLURM_JOB_NODELIST='node[1-5]' SLURMD_NODENAME=node4
+  assert_success
+  has_fields launcher=slurm addr=node3:14242 host=node3 port=14242 n=6 rank=3 scope=slurm-4242.0 \
+    node=node4 may_start_host=false addr_explicit=false warnings=[] \
+    source.host=derived:SLURM_STEP_NODELIST source.port=derived:SLURM_JOB_ID \
+    source.n=env:SLURM_STEP_NUM_TASKS source.rank=env:SLURM_PROCID \
+    source.scope=derived:SLURM_JOB_ID source.node=env:SLURMD_NODENAME
+}
+
+@test "Slurm: a task on the host's node may start the host, the port wraps at 20000 jobs, a requeue changes the scope" {
+  cfg SLURM_JOB_ID=123456 SLURM_RESTART_COUNT=2 SLURM_STEP_NUM_TASKS=4 SLURM_PROCID=1 \
+    SLURM_STEP_NODELIST='gpu-a[07,09],gpu-b01' SLURMD_NODENAME=gpu-a07
+  assert_success
+  # 10000 + 123456 % 20000 = 13456
+  has_fields host=gpu-a07 port=13456 scope=slurm-123456.2 node=gpu-a07 may_start_host=true
+}
+
+@test "Slurm without SLURM_STEP_*: n from SLURM_NTASKS, no rank for the batch script, a warning about SLURM_PROCID" {
+  cfg SLURM_JOB_ID=77 SLURM_NTASKS=6 SLURM_NPROCS=6 SLURM_PROCID=0 SLURM_JOB_NODELIST='node[1-3]' \
+    SLURMD_NODENAME=node1
+  assert_success
+  has_fields launcher=slurm host=node1 port=10077 n=6 rank=null scope=slurm-77.0 may_start_host=true \
+    source.host=derived:SLURM_JOB_NODELIST source.n=env:SLURM_NTASKS source.rank=unset
+  [[ $output == *'SLURM_PROCID is ignored outside an srun step'* ]]
+}
+
+@test "Slurm: the host falls back from SLURM_JOB_NODELIST to SLURM_NODELIST, n to SLURM_NPROCS" {
+  cfg SLURM_JOB_ID=5 SLURM_NODELIST='cn[010-012]' SLURM_NPROCS=3
+  assert_success
+  has_fields host=cn010 source.host=derived:SLURM_NODELIST n=3 source.n=env:SLURM_NPROCS
+}
+
+@test "torchrun: RANK, WORLD_SIZE and MASTER_ADDR; MASTER_PORT is never used" {
+  cfg RANK=2 WORLD_SIZE=4 LOCAL_RANK=0 MASTER_ADDR=trainer-0 MASTER_PORT=29500
+  assert_success
+  has_fields launcher=torchrun addr=trainer-0:7727 host=trainer-0 port=7727 n=4 rank=2 scope=default \
+    may_start_host=false source.host=env:MASTER_ADDR source.port=default source.n=env:WORLD_SIZE \
+    source.rank=env:RANK
+  [[ $output != *MASTER_PORT* && $output != *29500* ]]
+  # Not even a broken MASTER_PORT matters: torch's own store owns that port.
+  cfg RANK=0 WORLD_SIZE=4 MASTER_ADDR=trainer-0 MASTER_PORT=not-a-port
+  assert_success
+  has_fields port=7727 source.port=default may_start_host=true
+}
+
+@test "torchrun elastic: the scope comes from the run id and the restart count" {
+  cfg TORCHELASTIC_RUN_ID=job-17 TORCHELASTIC_RESTART_COUNT=1 RANK=0 WORLD_SIZE=2 MASTER_ADDR=10.0.0.5 \
+    MASTER_PORT=29400
+  assert_success
+  has_fields launcher=torchrun host=10.0.0.5 port=7727 scope=torchrun-job-17.1 \
+    source.scope=derived:TORCHELASTIC_RUN_ID
+}
+
+@test "Open MPI: OMPI_COMM_WORLD_SIZE and _RANK; the host stays on loopback, with a warning" {
+  cfg OMPI_COMM_WORLD_SIZE=8 OMPI_COMM_WORLD_RANK=5 OMPI_COMM_WORLD_LOCAL_RANK=1
+  assert_success
+  has_fields launcher=openmpi addr=127.0.0.1:7727 n=8 rank=5 scope=default may_start_host=false \
+    source.n=env:OMPI_COMM_WORLD_SIZE source.rank=env:OMPI_COMM_WORLD_RANK source.host=default
+  [[ $output == *'Open MPI does not say where rank 0 runs'* ]]
+  cfg OMPI_COMM_WORLD_SIZE=8 OMPI_COMM_WORLD_RANK=0
+  has_fields may_start_host=true
+}
+
+@test "MPICH / PMI: PMI_SIZE and PMI_RANK" {
+  cfg PMI_SIZE=3 PMI_RANK=1
+  assert_success
+  has_fields launcher=pmi addr=127.0.0.1:7727 n=3 rank=1 scope=default may_start_host=false \
+    source.n=env:PMI_SIZE source.rank=env:PMI_RANK
+  [[ $output == *'PMI does not say where rank 0 runs'* ]]
+}
+
+@test "Slurm wins over torchrun and MPI variables set in the same environment" {
+  cfg SLURM_JOB_ID=9 SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=1 SLURM_STEP_NODELIST=n1 \
+    RANK=7 WORLD_SIZE=16 MASTER_ADDR=elsewhere OMPI_COMM_WORLD_SIZE=32 PMI_SIZE=64
+  assert_success
+  has_fields launcher=slurm host=n1 n=2 rank=1 source.n=env:SLURM_STEP_NUM_TASKS
+}
+
+@test "the text form shows every value with its source" {
+  run --separate-stderr env -i HOME="$HOME" PATH=/usr/bin:/bin SLURM_JOB_ID=31 SLURM_STEP_NUM_TASKS=2 \
+    SLURM_PROCID=0 SLURM_STEP_NODELIST='node[1-2]' SLURMD_NODENAME=node1 "$TFB" config
+  assert_success
+  assert_line --regexp '^port +10031 +\(derived:SLURM_JOB_ID\)$'
+  assert_line --regexp '^n +2 +\(env:SLURM_STEP_NUM_TASKS\)$'
+  assert_line --regexp '^scope +slurm-31\.0 +\(derived:SLURM_JOB_ID\)$'
+  assert_line --regexp '^may_start_host +yes$'
+}
+
+# ---------------------------------------------------------------- precedence
+
+slurm_step=(SLURM_JOB_ID=4242 SLURM_STEP_NUM_TASKS=6 SLURM_PROCID=3 SLURM_STEP_NODELIST='node[1-3]'
+  SLURMD_NODENAME=node1)
+
+@test "n: --n beats TFBARRIER_N beats SLURM_STEP_NUM_TASKS" {
+  cfg "${slurm_step[@]}" TFBARRIER_N=5 -- --n 4
+  assert_success
+  has_fields n=4 source.n=flag:--n
+  cfg "${slurm_step[@]}" TFBARRIER_N=5
+  has_fields n=5 source.n=env:TFBARRIER_N
+  cfg "${slurm_step[@]}"
+  has_fields n=6 source.n=env:SLURM_STEP_NUM_TASKS
+}
+
+@test "rank: --rank beats TFBARRIER_RANK beats SLURM_PROCID" {
+  cfg "${slurm_step[@]}" TFBARRIER_RANK=2 -- --rank 1
+  assert_success
+  has_fields rank=1 source.rank=flag:--rank
+  cfg "${slurm_step[@]}" TFBARRIER_RANK=2
+  has_fields rank=2 source.rank=env:TFBARRIER_RANK
+  cfg "${slurm_step[@]}"
+  has_fields rank=3 source.rank=env:SLURM_PROCID
+}
+
+@test "scope: --scope beats TFBARRIER_SCOPE beats the Slurm job" {
+  cfg "${slurm_step[@]}" TFBARRIER_SCOPE=from-env -- --scope from-flag
+  assert_success
+  has_fields scope=from-flag source.scope=flag:--scope
+  cfg "${slurm_step[@]}" TFBARRIER_SCOPE=from-env
+  has_fields scope=from-env source.scope=env:TFBARRIER_SCOPE
+  cfg "${slurm_step[@]}"
+  has_fields scope=slurm-4242.0 source.scope=derived:SLURM_JOB_ID
+}
+
+@test "address: --addr beats TFBARRIER_ADDR beats TFBARRIER_HOST/PORT beats the launcher" {
+  cfg "${slurm_step[@]}" TFBARRIER_ADDR=envhost:2000 TFBARRIER_HOST=h TFBARRIER_PORT=3000 -- --addr flaghost:1000
+  assert_success
+  has_fields addr=flaghost:1000 source.host=flag:--addr source.port=flag:--addr addr_explicit=true \
+    may_start_host=false
+  [[ $output == *'TFBARRIER_HOST is ignored: the address comes from --addr'* ]]
+  [[ $output == *'TFBARRIER_PORT is ignored: the address comes from --addr'* ]]
+
+  cfg "${slurm_step[@]}" TFBARRIER_ADDR=envhost:2000 TFBARRIER_HOST=h TFBARRIER_PORT=3000
+  has_fields addr=envhost:2000 source.host=env:TFBARRIER_ADDR source.port=env:TFBARRIER_ADDR addr_explicit=true \
+    may_start_host=false
+
+  cfg "${slurm_step[@]}" TFBARRIER_HOST=h TFBARRIER_PORT=3000
+  has_fields addr=h:3000 source.host=env:TFBARRIER_HOST source.port=env:TFBARRIER_PORT addr_explicit=false \
+    may_start_host=false
+
+  # Each half alone: the other half still comes from the launcher.
+  cfg "${slurm_step[@]}" TFBARRIER_PORT=3000
+  has_fields addr=node1:3000 source.host=derived:SLURM_STEP_NODELIST source.port=env:TFBARRIER_PORT \
+    may_start_host=true
+  cfg "${slurm_step[@]}" TFBARRIER_HOST=h
+  has_fields addr=h:14242 source.host=env:TFBARRIER_HOST source.port=derived:SLURM_JOB_ID
+
+  cfg "${slurm_step[@]}"
+  has_fields addr=node1:14242 source.host=derived:SLURM_STEP_NODELIST source.port=derived:SLURM_JOB_ID
+}
+
+@test "TFBARRIER_* also beat torchrun's and MPI's variables, and an empty variable counts as unset" {
+  cfg RANK=1 WORLD_SIZE=4 MASTER_ADDR=m TFBARRIER_N=2 TFBARRIER_RANK=0 TFBARRIER_HOST=h2
+  assert_success
+  has_fields launcher=torchrun n=2 rank=0 host=h2 source.n=env:TFBARRIER_N source.rank=env:TFBARRIER_RANK \
+    source.host=env:TFBARRIER_HOST
+  cfg OMPI_COMM_WORLD_SIZE=8 OMPI_COMM_WORLD_RANK=5 TFBARRIER_N= TFBARRIER_RANK= TFBARRIER_ADDR=
+  assert_success
+  has_fields n=8 rank=5 source.n=env:OMPI_COMM_WORLD_SIZE addr=127.0.0.1:7727
+}
+
+@test "IPv6: TFBARRIER_ADDR with brackets, TFBARRIER_HOST without" {
+  cfg TFBARRIER_ADDR='[fd00::1]:9000'
+  assert_success
+  has_fields addr=[fd00::1]:9000 host=fd00::1 port=9000
+  cfg TFBARRIER_HOST=fd00::2 TFBARRIER_PORT=9001
+  has_fields addr=[fd00::2]:9001 host=fd00::2
+}
+
+# ---------------------------------------------------------------- bad values
+
+@test "bad TFBARRIER_* values exit 2 and name the variable" {
+  NAMED=TFBARRIER_N bad_value TFBARRIER_N=abc
+  NAMED=TFBARRIER_N bad_value TFBARRIER_N=0
+  NAMED=TFBARRIER_N bad_value TFBARRIER_N=1000001
+  NAMED=TFBARRIER_RANK bad_value TFBARRIER_RANK=-1
+  NAMED=TFBARRIER_PORT bad_value TFBARRIER_PORT=70000
+  NAMED=TFBARRIER_PORT bad_value TFBARRIER_PORT=0
+  NAMED=TFBARRIER_ADDR bad_value TFBARRIER_ADDR=no-port
+  NAMED=TFBARRIER_ADDR bad_value TFBARRIER_ADDR=fd00::1:7727
+  NAMED=TFBARRIER_HOST bad_value TFBARRIER_HOST=node1:7727
+  NAMED=TFBARRIER_HOST bad_value 'TFBARRIER_HOST=bad host'
+  NAMED=TFBARRIER_SCOPE bad_value 'TFBARRIER_SCOPE=has space'
+  NAMED=TFBARRIER_SCOPE bad_value "TFBARRIER_SCOPE=$(printf 'x%.0s' {1..129})"
+}
+
+@test "bad launcher values exit 2 and name the variable" {
+  NAMED=SLURM_JOB_ID bad_value SLURM_JOB_ID=abc SLURM_STEP_NODELIST=n1
+  NAMED=SLURM_PROCID bad_value SLURM_JOB_ID=1 SLURM_STEP_NODELIST=n1 SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=x
+  NAMED=SLURM_STEP_NUM_TASKS bad_value SLURM_JOB_ID=1 SLURM_STEP_NODELIST=n1 SLURM_STEP_NUM_TASKS=zero
+  NAMED=SLURM_STEP_NODELIST bad_value SLURM_JOB_ID=1 'SLURM_STEP_NODELIST=node[1-'
+  NAMED=SLURM_RESTART_COUNT bad_value SLURM_JOB_ID=1 SLURM_STEP_NODELIST=n1 SLURM_RESTART_COUNT=again
+  NAMED=SLURM_JOB_NODELIST bad_value SLURM_JOB_ID=1
+  NAMED=WORLD_SIZE bad_value RANK=0 WORLD_SIZE=many MASTER_ADDR=m
+  NAMED=RANK bad_value RANK=x WORLD_SIZE=2 MASTER_ADDR=m
+  NAMED=MASTER_ADDR bad_value RANK=0 WORLD_SIZE=2 'MASTER_ADDR=m:29500'
+  NAMED=MASTER_ADDR bad_value TORCHELASTIC_RUN_ID=r1
+  NAMED=TORCHELASTIC_RUN_ID bad_value TORCHELASTIC_RUN_ID='a/b' MASTER_ADDR=m
+  NAMED=OMPI_COMM_WORLD_SIZE bad_value OMPI_COMM_WORLD_SIZE=-8 OMPI_COMM_WORLD_RANK=0
+  NAMED=PMI_RANK bad_value PMI_SIZE=2 PMI_RANK=two
+}
+
+@test "a rank not below n exits 2 and names where both came from" {
+  cfg OMPI_COMM_WORLD_SIZE=8 OMPI_COMM_WORLD_RANK=8
+  assert_equal "$status" 2
+  [[ $stderr == *'rank 8 (from OMPI_COMM_WORLD_RANK) is not below n=8 (from OMPI_COMM_WORLD_SIZE)'* ]]
+  cfg SLURM_JOB_ID=1 SLURM_STEP_NODELIST=n1 SLURM_STEP_NUM_TASKS=6 SLURM_PROCID=2 TFBARRIER_N=2
+  assert_equal "$status" 2
+  [[ $stderr == *'(from SLURM_PROCID)'*'(from TFBARRIER_N)'* ]]
+}
+
+@test "bad flags exit 2 and name the flag" {
+  cfg -- --n 0
+  assert_equal "$status" 2
+  [[ $stderr == *--n* ]]
+  cfg -- --rank abc
+  assert_equal "$status" 2
+  [[ $stderr == *--rank* ]]
+  cfg -- --addr nohost
+  assert_equal "$status" 2
+  [[ $stderr == *'--addr "nohost"'* ]]
+  cfg -- --scope 'a b'
+  assert_equal "$status" 2
+  [[ $stderr == *--scope*"'a b'"* ]]
+}

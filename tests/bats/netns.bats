@@ -1,0 +1,198 @@
+#!/usr/bin/env bats
+# tfbarrier across a real (private) network: node1..node3 are network
+# namespaces with their own addresses 10.231.0.1..3 on one bridge, made by
+# tests/infra/netns-up.sh 3. The host runs in tfb-node1, participants in
+# tfb-node2 and tfb-node3. Every tfbarrier here runs under `ip netns exec`:
+# no traffic leaves these namespaces, and nothing in the root namespace ever
+# connects to 10.231.x (netns-up.sh's guard route would refuse it anyway).
+# Root only.
+load helpers
+
+INFRA=$BATS_TEST_DIRNAME/../infra
+
+setup_file() {
+  # (bats 1.8 cannot skip from setup_file: setup skips each test instead)
+  if [ "$(id -u)" -ne 0 ]; then
+    export ROOT_SKIP="needs root: builds network namespaces with tests/infra/netns-up.sh 3"
+    return 0
+  fi
+  "$INFRA/netns-up.sh" 3
+}
+
+teardown_file() {
+  if [ -n "${ROOT_SKIP:-}" ]; then return 0; fi
+  "$INFRA/netns-down.sh"
+}
+
+setup() {
+  if [ -n "${ROOT_SKIP:-}" ]; then skip "$ROOT_SKIP"; fi
+  setup_common
+  cd "$BATS_TEST_TMPDIR"
+  BG_PIDS=()
+  # A later change makes serve refuse non-loopback addresses without
+  # authentication unless --insecure is given; pass it only where it exists.
+  INSECURE=()
+  if "$TFB" serve --help | grep -q -- '--insecure'; then INSECURE=(--insecure); fi
+  start_ns_host
+}
+
+teardown() {
+  if [ -n "${ROOT_SKIP:-}" ]; then return 0; fi
+  ip -n tfb-node3 link set eth0 up 2>/dev/null || true
+  teardown_common
+}
+
+# tfb_in NODE ARGS...: tfbarrier inside tfb-NODE, with no variables but HOME and PATH.
+tfb_in() {
+  local node=$1
+  shift
+  ip netns exec "tfb-$node" env -i HOME="$HOME" PATH=/usr/bin:/bin "$TFB" "$@"
+}
+
+# start_ns_host: `tfbarrier serve` on 10.231.0.1, port 0, inside tfb-node1.
+# Sets HOST_PID, PORT and HOST_LOG.
+start_ns_host() {
+  HOST_LOG=$BATS_TEST_TMPDIR/host.log
+  : >host.out
+  # Not through tfb_in: `ip netns exec` and `env` exec, so $! is the host itself.
+  ip netns exec tfb-node1 env -i HOME="$HOME" PATH=/usr/bin:/bin \
+    "$TFB" serve --listen 10.231.0.1:0 "${INSECURE[@]}" >host.out 2>"$HOST_LOG" 3>&- &
+  HOST_PID=$!
+  HOST_PIDS+=("$HOST_PID")
+  local i
+  for i in $(seq 200); do
+    if grep -q '^TFBARRIER_ADDR=10.231.0.1:' host.out; then
+      PORT=$(sed -n 's/^TFBARRIER_ADDR=10\.231\.0\.1://p' host.out)
+      [ "$(ip netns identify "$HOST_PID")" = tfb-node1 ]
+      return 0
+    fi
+    kill -0 "$HOST_PID" 2>/dev/null || { echo "host died:" >&2; cat "$HOST_LOG" >&2; return 1; }
+    sleep 0.05
+  done
+  echo "host did not report its address in 10 s" >&2
+  cat "$HOST_LOG" >&2
+  return 1
+}
+
+# participant NODE OUT ADDR [wait options]: `tfbarrier wait --name x` in tfb-NODE,
+# in the background; pid in BG_PIDS and in PID_OF[OUT].
+declare -gA PID_OF
+participant() {
+  local node=$1 out=$2 addr=$3
+  shift 3
+  tfb_in "$node" wait --name x --addr "$addr" "$@" >"$out.out" 2>"$out.err" 3>&- &
+  BG_PIDS+=($!)
+  PID_OF[$out]=$!
+}
+
+# expect_exit CODE OUT...: waits for those participants; each must exit CODE.
+expect_exit() {
+  local want=$1 out rc bad=0
+  shift
+  for out in "$@"; do
+    rc=0
+    wait "${PID_OF[$out]}" || rc=$?
+    if [ "$rc" -ne "$want" ]; then
+      echo "$out exited $rc, not $want; its stderr:" >&2
+      cat "$out.err" >&2
+      bad=1
+    fi
+  done
+  if [ "$bad" -ne 0 ]; then
+    echo "--- host log" >&2
+    cat "$HOST_LOG" >&2
+    return 1
+  fi
+}
+
+# arrived_is COUNT [seconds]: waits until barrier x holds COUNT arrivals, asking
+# the host from tfb-node2.
+arrived_is() {
+  local count=$1 limit=${2:-10} i
+  for i in $(seq $((limit * 10))); do
+    if tfb_in node2 status --addr "node1:$PORT" --name x --json --connect-timeout 2s 2>/dev/null |
+        grep -q "\"arrived\": $count,"; then
+      return 0
+    fi
+    sleep 0.1
+  done
+  echo "barrier x never held $count arrivals; status:" >&2
+  tfb_in node2 status --addr "node1:$PORT" --all-scopes >&2 || true
+  cat "$HOST_LOG" >&2
+  return 1
+}
+
+# names_missing_rank2 DURATION ERR...: each timed-out participant's error names
+# rank 2 (the one that withdrew last also names the other one, gone before it).
+names_missing_rank2() {
+  local after=$1 f
+  shift
+  for f in "$@"; do
+    run -0 cat "$f"
+    assert_output --regexp "timed out after $after waiting at barrier x \\(round 1\\): [12]/3 arrived; missing ranks ([01],)?2;"
+  done
+}
+
+@test "participants on node2 and node3 reach the host on node1 by name and by address; the barrier releases all" {
+  participant node2 name0 "node1:$PORT" --n 4 --rank 0 --timeout 20s
+  participant node2 addr1 "10.231.0.1:$PORT" --n 4 --rank 1 --timeout 20s
+  participant node3 name2 "node1:$PORT" --n 4 --rank 2 --timeout 20s
+  arrived_is 3
+  # Nobody is released with one missing.
+  for out in name0 addr1 name2; do kill -0 "${PID_OF[$out]}"; done
+  # The host sees them come from the other namespaces' addresses.
+  run -0 ip netns exec tfb-node1 ss -Htn state established "sport = :$PORT"
+  assert_output --partial "10.231.0.2:"
+  assert_output --partial "10.231.0.3:"
+  participant node3 addr3 "10.231.0.1:$PORT" --n 4 --rank 3 --timeout 20s
+  expect_exit 0 name0 addr1 name2 addr3
+  run -0 grep -c 'release x#1: 4 participants' "$HOST_LOG"
+  assert_output 1
+}
+
+@test "node3's link is down before it arrives: the others are not released, their timeout names rank 2; after link up all are released" {
+  ip -n tfb-node3 link set eth0 down
+  # Rank 2 keeps trying to connect while its link is down.
+  participant node3 r2 "node1:$PORT" --n 3 --rank 2 --connect-timeout 40s --timeout 40s
+  SECONDS=0
+  participant node2 r0 "node1:$PORT" --n 3 --rank 0 --timeout 3s
+  participant node2 r1 "10.231.0.1:$PORT" --n 3 --rank 1 --timeout 3s
+  expect_exit 124 r0 r1
+  [ "$SECONDS" -ge 3 ]
+  run -0 cat r0.err r1.err
+  names_missing_rank2 3s r0.err r1.err
+  kill -0 "${PID_OF[r2]}"                       # still trying
+  run -1 grep 'release x' "$HOST_LOG"
+
+  ip -n tfb-node3 link set eth0 up
+  arrived_is 1 15                               # rank 2 got through
+  participant node2 r0b "node1:$PORT" --n 3 --rank 0 --timeout 20s
+  participant node2 r1b "10.231.0.1:$PORT" --n 3 --rank 1 --timeout 20s
+  expect_exit 0 r2 r0b r1b
+  run -0 grep -c 'release x#1: 3 participants' "$HOST_LOG"
+  assert_output 1
+}
+
+@test "node3's link goes down while it waits: it is withdrawn, the others are not released; after link up it rejoins and all are released" {
+  # Keep-alives every 1s: the host withdraws a participant silent for 3.5s.
+  participant node3 r2 "node1:$PORT" --n 3 --rank 2 --keepalive 1s --connect-timeout 40s --timeout 60s
+  arrived_is 1
+  ip -n tfb-node3 link set eth0 down
+  arrived_is 0 15                               # withdrawn as unresponsive
+  run -0 grep -c 'sent nothing for' "$HOST_LOG"
+  assert_output 1
+
+  participant node2 r0 "node1:$PORT" --n 3 --rank 0 --timeout 2s
+  participant node2 r1 "10.231.0.1:$PORT" --n 3 --rank 1 --timeout 2s
+  expect_exit 124 r0 r1
+  names_missing_rank2 2s r0.err r1.err
+  run -1 grep 'release x' "$HOST_LOG"
+
+  participant node2 r0b "node1:$PORT" --n 3 --rank 0 --timeout 30s
+  participant node2 r1b "10.231.0.1:$PORT" --n 3 --rank 1 --timeout 30s
+  arrived_is 2
+  ip -n tfb-node3 link set eth0 up
+  expect_exit 0 r2 r0b r1b
+  run -0 grep -c 'release x#1: 3 participants' "$HOST_LOG"
+  assert_output 1
+}

@@ -1,0 +1,253 @@
+#!/usr/bin/env bats
+# Zero configuration under a real Slurm 22.05 cluster: node[1-3], each slurmd in
+# its own network namespace with its own address (tests/infra/slurm-up.sh netns 3),
+# so host lists, host placement and name resolution work across nodes.
+# Nothing tells tfbarrier its n, rank or address: it reads Slurm's variables.
+# Clients (srun, sbatch, squeue, scontrol) run in tfb-head through
+# slurm-client.sh, always under `timeout -k`. Root only.
+load helpers
+
+INFRA=$BATS_TEST_DIRNAME/../infra
+EXAMPLE=$(cd "$BATS_TEST_DIRNAME/../../examples/slurm" && pwd)/epochs.sbatch
+
+setup_file() {
+  # (bats 1.8 cannot skip from setup_file: setup skips each test instead)
+  if [ "$(id -u)" -ne 0 ]; then
+    export ROOT_SKIP="needs root: starts a Slurm cluster in network namespaces (tests/infra/slurm-up.sh netns 3)"
+    return 0
+  fi
+  "$INFRA/slurm-up.sh" netns 3
+}
+
+teardown_file() {
+  if [ -n "${ROOT_SKIP:-}" ]; then return 0; fi
+  "$INFRA/slurm-down.sh"
+}
+
+setup() {
+  if [ -n "${ROOT_SKIP:-}" ]; then skip "$ROOT_SKIP"; fi
+  setup_common
+  # Nothing from a Slurm job this suite may itself run in reaches the test cluster's jobs.
+  local v
+  for v in $(compgen -e); do
+    case $v in SLURM_* | SLURMD_* | SBATCH_* | SRUN_* | SALLOC_*) unset "$v" ;; esac
+  done
+  # The tasks' cwd is srun's; the self-started hosts log to $TMPDIR/tfbarrier-serve-UID.log.
+  cd "$BATS_TEST_TMPDIR"
+  export TMPDIR=$BATS_TEST_TMPDIR
+  HOST_LOG=$BATS_TEST_TMPDIR/tfbarrier-serve-$(id -u).log
+  BG_PIDS=()
+}
+
+teardown() {
+  if [ -n "${ROOT_SKIP:-}" ]; then return 0; fi
+  teardown_common
+  stop_self_started
+}
+
+client() { "$INFRA/slurm-client.sh" "$@"; }
+
+# The hosts the jobs of this test started: pids from the log's `tfbarrier[PID]: ... listening on` lines.
+self_started_pids() {
+  [ -e "$HOST_LOG" ] || return 0
+  sed -n 's/.* tfbarrier\[\([0-9]*\)\]: tfbarrier .* listening on .*/\1/p' "$HOST_LOG" | sort -u
+}
+
+# Self-started hosts outlive their job (they are detached, and exit after 10 minutes
+# idle). End those of this test, only if the pid is still such a host; bounded.
+stop_self_started() {
+  local pid i
+  for pid in $(self_started_pids); do
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- ' serve --listen .* --self-started' || continue
+    kill "$pid" 2>/dev/null || true
+    for i in $(seq 50); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+  done
+}
+
+# port_of JOBID: the port tfbarrier derives from a Slurm job id.
+port_of() { echo $((10000 + $1 % 20000)); }
+
+# fields FILE: the JSON object in FILE as sorted key=value lines (source.n=...).
+fields() {
+  /usr/bin/python3 -c '
+import json, sys
+def walk(prefix, v):
+    if isinstance(v, dict):
+        for k in v:
+            walk(prefix + k + ".", v[k])
+    else:
+        print(prefix[:-1] + "=" + (json.dumps(v) if isinstance(v, (list, bool)) or v is None else str(v)))
+walk("", json.load(open(sys.argv[1])))
+' "$1" | sort
+}
+
+# wait_job JOBID SECONDS: polls squeue (bounded) until the job has left the queue,
+# then prints `JobState=... ExitCode=...` from scontrol. Cancels it on timeout.
+wait_job() {
+  local jid=$1 limit=$2 i
+  for i in $(seq $((limit * 5))); do
+    if [ -z "$(timeout -k 5 5 "$INFRA/slurm-client.sh" squeue -h -j "$jid" 2>/dev/null || echo queued)" ]; then
+      timeout -k 5 5 "$INFRA/slurm-client.sh" scontrol -o show job "$jid" |
+        grep -o 'JobState=[A-Z_]* \|ExitCode=[0-9:]*' | tr -d '\n'
+      echo
+      return 0
+    fi
+    sleep 0.2
+  done
+  echo "job $jid still queued or running after ${limit}s; cancelling it" >&2
+  timeout -k 5 5 "$INFRA/slurm-client.sh" scancel "$jid" || true
+  return 1
+}
+
+@test "srun -N3 -n6: every task resolves n, rank, host, port and scope from Slurm alone" {
+  run -0 timeout -k 5 30 "$INFRA/slurm-client.sh" srun -N3 -n6 --ntasks-per-node=2 -o 'cfg-%j-%t.json' \
+    "$TFB" config --json
+  files=(cfg-*-0.json)
+  [ -e "${files[0]}" ]
+  jid=${files[0]#cfg-}
+  jid=${jid%-0.json}
+  port=$(port_of "$jid")
+  for t in 0 1 2 3 4 5; do
+    node=node$((t / 2 + 1))
+    if [ "$node" = node1 ]; then may=true; else may=false; fi
+    run -0 fields "cfg-$jid-$t.json"
+    assert_output "addr=node1:$port
+addr_explicit=false
+host=node1
+launcher=slurm
+may_start_host=$may
+n=6
+node=$node
+port=$port
+rank=$t
+scope=slurm-$jid.0
+source.host=derived:SLURM_STEP_NODELIST
+source.n=env:SLURM_STEP_NUM_TASKS
+source.node=env:SLURMD_NODENAME
+source.port=derived:SLURM_JOB_ID
+source.rank=env:SLURM_PROCID
+source.scope=derived:SLURM_JOB_ID
+warnings=[]"
+  done
+}
+
+@test "epochs.sbatch: six tasks on three nodes run epochs 1..STOP_AT and stop together; the host started itself on node1" {
+  # STOP_AT is not the script's default (3): it must come through sbatch's environment.
+  export TFBARRIER=$TFB STOP_AT=4 EPOCHS=6 TRAIN_S=0.2
+  SECONDS=0
+  jid=$(timeout -k 5 15 "$INFRA/slurm-client.sh" sbatch --parsable -N3 -n6 --ntasks-per-node=2 \
+    -o "$BATS_TEST_TMPDIR/job-%j.out" "$EXAMPLE")
+  run -0 wait_job "$jid" 60
+  echo "job $jid: $output after ${SECONDS}s" >&3
+  out=$BATS_TEST_TMPDIR/job-$jid.out
+  [ "$output" = "JobState=COMPLETED ExitCode=0:0" ] || { cat "$out"; false; }
+
+  # One line per task per epoch, exactly epochs 1..STOP_AT: workers rc 0 with the
+  # chief's "continue" message, then rc 1 with its "stop" message.
+  expected=$(
+    for r in 0 1 2 3 4 5; do
+      for ((e = 1; e <= STOP_AT; e++)); do
+        if [ "$e" -lt "$STOP_AT" ]; then msg="epoch $e looks good"; rc=0; else msg="converged at epoch $e"; rc=1; fi
+        [ "$r" -eq 0 ] && rc=0                 # the chief reports its `decide`, which succeeded
+        echo "rank $r node node$((r / 2 + 1)) epoch $e rc $rc msg $msg"
+      done
+    done | sort
+  )
+  run -0 bash -c "grep '^rank ' '$out' | sort"
+  assert_output "$expected"
+
+  # The host: started by a task on node1 (no one else may), listening on node1's
+  # address and the port of this job, and exactly one of it.
+  port=$(port_of "$jid")
+  [ -s "$HOST_LOG" ]
+  run -0 grep "listening on " "$HOST_LOG"
+  assert_equal "${#lines[@]}" 1
+  assert_output --partial "listening on 10.231.0.1:$port "
+  run -0 grep -c "no host answers at node1:$port; starting one here (log: $HOST_LOG)" "$out"
+  run -0 self_started_pids
+  pid=${lines[0]}
+  run -0 ip netns identify "$pid"
+  assert_output tfb-node1
+  run -0 tr '\0' ' ' <"/proc/$pid/cmdline"
+  assert_output --partial "serve --listen node1:$port --idle-exit 10m --self-started"
+  run -0 grep -c "release slurm-$jid.0/epoch[1-4]#1: 6 participants" "$HOST_LOG"
+  assert_output 4
+  run -0 grep -c "verdict slurm-$jid.0/epoch4#1: stop" "$HOST_LOG"
+}
+
+@test "two jobs on one node get their own port, scope and host, and do not collide" {
+  # Both jobs run on node2, each with two tasks that meet at the same barrier name.
+  # shellcheck disable=SC2016  # expanded by the tasks' bash
+  task='"$TFB" config --json >"cfg-$SLURM_JOB_ID-$SLURM_PROCID.json" &&
+    "$TFB" wait --name epoch1 --timeout 30s && sleep 1 && "$TFB" wait --name epoch2 --timeout 30s'
+  for j in a b; do
+    timeout -k 5 60 "$INFRA/slurm-client.sh" srun -w node2 -N1 -n2 bash -c "$task" >"srun-$j.out" 2>&1 3>&- &
+    BG_PIDS+=($!)
+  done
+  for p in "${BG_PIDS[@]}"; do
+    wait "$p" || { cat srun-a.out srun-b.out "$HOST_LOG"; false; }
+  done
+  BG_PIDS=()
+
+  jids=($(ls cfg-*-0.json | sed 's/^cfg-\([0-9]*\)-0\.json$/\1/' | sort -n))
+  assert_equal "${#jids[@]}" 2
+  [ "${jids[0]}" != "${jids[1]}" ]
+  for jid in "${jids[@]}"; do
+    port=$(port_of "$jid")
+    for t in 0 1; do
+      run -0 fields "cfg-$jid-$t.json"
+      assert_line "addr=node2:$port"
+      assert_line "scope=slurm-$jid.0"
+      assert_line "may_start_host=true"
+    done
+    # Its own host on node2, on its own port, which saw only its own job.
+    run -0 grep "listening on 10.231.0.2:$port " "$HOST_LOG"
+    assert_equal "${#lines[@]}" 1
+    pid=$(sed -n 's/.* tfbarrier\[\([0-9]*\)\]: .*/\1/p' <<<"$output")
+    run -0 ip netns identify "$pid"
+    assert_output tfb-node2
+    run -0 grep "tfbarrier\[$pid\]: release " "$HOST_LOG"
+    assert_equal "${#lines[@]}" 2
+    assert_line --index 0 --partial "release slurm-$jid.0/epoch1#1: 2 participants"
+    assert_line --index 1 --partial "release slurm-$jid.0/epoch2#1: 2 participants"
+    run -0 grep -c "tfbarrier\[$pid\]: arrive " "$HOST_LOG"
+    assert_output 4
+    run -0 grep -c "tfbarrier\[$pid\]: arrive slurm-$jid\.0/epoch[12]#1: " "$HOST_LOG"
+    assert_output 4
+  done
+  # Both hosts are up at the same time, side by side on node2.
+  run -0 ip netns exec tfb-node2 ss -Htln
+  assert_output --partial "10.231.0.2:$(port_of "${jids[0]}") "
+  assert_output --partial "10.231.0.2:$(port_of "${jids[1]}") "
+}
+
+@test "a step on part of the allocation puts its host on the step's first node" {
+  # -r1: the step starts at the allocation's second node, so its nodes are node[2-3].
+  # shellcheck disable=SC2016  # expanded by the tasks' bash
+  task='"$TFB" config --json >"cfg-$SLURM_PROCID.json" && "$TFB" wait --name x --timeout 20s'
+  run -0 timeout -k 5 30 "$INFRA/slurm-client.sh" salloc -N3 -n3 --ntasks-per-node=1 \
+    srun -r1 -N2 -n2 bash -c "$task"
+  for t in 0 1; do
+    run -0 fields "cfg-$t.json"
+    assert_line host=node2
+    assert_line source.host=derived:SLURM_STEP_NODELIST
+    assert_line n=2
+  done
+  run -0 grep "listening on " "$HOST_LOG"
+  assert_equal "${#lines[@]}" 1
+  assert_output --partial "listening on 10.231.0.2:"
+  run -0 grep -c 'release slurm-[0-9]*\.0/x#1: 2 participants' "$HOST_LOG"
+}
+
+@test "a job's host logs no failed authentication for the job's own tasks" {
+  run -0 timeout -k 5 30 "$INFRA/slurm-client.sh" srun -N3 -n3 --ntasks-per-node=1 \
+    "$TFB" wait --name x --timeout 20s
+  run -0 grep -c 'release slurm-[0-9]*\.0/x#1: 3 participants' "$HOST_LOG"
+  run -0 grep "listening on" "$HOST_LOG"
+  assert_output --partial "authentication: MUNGE"
+  run grep -E 'bad client|authentication failed' "$HOST_LOG"
+  assert_output ""
+}

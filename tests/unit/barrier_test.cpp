@@ -1,0 +1,1652 @@
+// The barrier rules of docs/protocol.md (src/barrier.h): a pure state machine.
+// These tests are the spec. Each connection id stands for one client connection;
+// as in the host, a connection makes one ARRIVE or DECIDE (another only after an ERR).
+#include "barrier.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace tfb {
+namespace {
+
+using proto::verdict;
+constexpr auto stop = verdict::stop;
+constexpr auto cont = verdict::continue_;
+constexpr std::nullopt_t none = std::nullopt;
+using opt_u32 = std::optional<std::uint32_t>;
+
+#define EXPECT_CONTAINS(haystack, needle) \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "in: " << (haystack)
+
+peer_info peer(conn_id c) { return {"h" + std::to_string(c), static_cast<std::uint32_t>(1000 + c)}; }
+
+/// Everything sent to c in this output, as wire lines.
+std::string to(const output& o, conn_id c) {
+  std::string s;
+  for (const auto& e : o.sends)
+    if (e.to == c) s += proto::format_reply(e.msg);
+  return s;
+}
+
+/// The whole output as "c: LINE" lines, in order.
+std::string trace(const output& o) {
+  std::string s;
+  for (const auto& e : o.sends) s += std::to_string(e.to) + ": " + proto::format_reply(e.msg);
+  return s;
+}
+
+std::set<conn_id> recipients(const output& o) {
+  std::set<conn_id> s;
+  for (const auto& e : o.sends) s.insert(e.to);
+  return s;
+}
+
+std::string all_log(const output& o) {
+  std::string s;
+  for (const auto& l : o.log) s += l + "\n";
+  return s;
+}
+
+class Barrier : public ::testing::Test {
+ protected:
+  barrier_set bs;
+  millis now = 10'000;
+
+  void tick(millis ms) { now += ms; }
+
+  output arrive(conn_id c, std::string name, opt_u32 n, opt_u32 rank = none, bool chief = false,
+                std::string scope = "default") {
+    proto::arrive a;
+    a.name = std::move(name);
+    a.scope = std::move(scope);
+    a.id = "id" + std::to_string(c);
+    a.n = n;
+    a.rank = rank;
+    a.chief = chief;
+    output out;
+    bs.arrive(c, a, peer(c), now, out);
+    return out;
+  }
+  output chief(conn_id c, std::string name, opt_u32 n, opt_u32 rank = none, std::string scope = "default") {
+    return arrive(c, std::move(name), n, rank, true, std::move(scope));
+  }
+  output decide(conn_id c, std::string name, verdict v, std::string message = "", bool wait = true,
+                opt_u32 n = none, opt_u32 rank = none, std::string scope = "default") {
+    proto::decide d;
+    d.name = std::move(name);
+    d.scope = std::move(scope);
+    d.id = "id" + std::to_string(c);
+    d.v = v;
+    d.n = n;
+    d.rank = rank;
+    d.wait = wait;
+    d.message = std::move(message);
+    output out;
+    bs.decide(c, d, peer(c), now, out);
+    return out;
+  }
+  output abort(conn_id c, std::string name, std::string reason = "", std::string scope = "default") {
+    output out;
+    bs.abort(c, proto::abort_req{std::move(scope), std::move(name), std::move(reason)}, now, out);
+    return out;
+  }
+  output leave(conn_id c, bool explicit_leave = false) {
+    output out;
+    bs.leave(c, explicit_leave, now, out);
+    return out;
+  }
+  proto::status_reply status(std::string scope = "*", std::string name = "", bool detail = true) {
+    return bs.status(proto::status_req{std::move(scope), std::move(name), detail}, now);
+  }
+  std::string status_text(std::string scope = "*", std::string name = "", bool detail = true) {
+    return proto::format_reply(status(std::move(scope), std::move(name), detail));
+  }
+  std::string status_of(const std::string& name, bool detail = false) { return status_text("default", name, detail); }
+};
+
+// ---------------------------------------------------------------------------
+// release
+
+TEST_F(Barrier, ReleasesExactlyWhenTheNthArrives) {
+  output o = arrive(1, "e", 3, 0);
+  EXPECT_EQ(trace(o), "1: WAITING name=e gen=1 arrived=1 n=3\n");
+  o = arrive(2, "e", 3, 1);
+  EXPECT_EQ(trace(o), "2: WAITING name=e gen=1 arrived=2 n=3\n");
+  EXPECT_TRUE(bs.active());
+  o = arrive(3, "e", 3, 2);
+  EXPECT_EQ(to(o, 3), "WAITING name=e gen=1 arrived=3 n=3\nRELEASE name=e gen=1 verdict=continue\n");
+  EXPECT_EQ(to(o, 1), "RELEASE name=e gen=1 verdict=continue\n");
+  EXPECT_EQ(to(o, 2), "RELEASE name=e gen=1 verdict=continue\n");
+  EXPECT_EQ(recipients(o), (std::set<conn_id>{1, 2, 3}));
+  EXPECT_EQ(o.sends.size(), 4u);
+  EXPECT_FALSE(bs.active());
+  EXPECT_CONTAINS(all_log(o), "release e#1: 3 participants, verdict continue");
+}
+
+TEST_F(Barrier, OneParticipantReleasesAtOnce) {
+  output o = arrive(1, "solo", 1);
+  EXPECT_EQ(trace(o), "1: WAITING name=solo gen=1 arrived=1 n=1\n1: RELEASE name=solo gen=1 verdict=continue\n");
+  EXPECT_FALSE(bs.active());
+}
+
+TEST_F(Barrier, ParticipantsWithoutRanks) {
+  arrive(1, "e", 2);
+  output o = arrive(2, "e", 2);
+  EXPECT_EQ(to(o, 1), "RELEASE name=e gen=1 verdict=continue\n");
+  EXPECT_EQ(to(o, 2), "WAITING name=e gen=1 arrived=2 n=2\nRELEASE name=e gen=1 verdict=continue\n");
+}
+
+TEST_F(Barrier, LogsArrivals) {
+  output o = arrive(1, "e", 2, 1);
+  EXPECT_CONTAINS(all_log(o), "arrive e#1: rank 1 (h1 pid 1001), 1/2");
+  o = arrive(2, "e", 2, none, false, "job.7");
+  EXPECT_CONTAINS(all_log(o), "arrive job.7/e#1: a participant without rank (h2 pid 1002), 1/2");
+}
+
+TEST_F(Barrier, OtherBarriersAreUntouched) {
+  arrive(1, "a", 2);
+  arrive(2, "b", 2);
+  output o = arrive(3, "a", 2);
+  EXPECT_EQ(recipients(o), (std::set<conn_id>{1, 3}));
+  EXPECT_TRUE(bs.active());  // b still waits
+  EXPECT_CONTAINS(status_of("b"), "state=open n=2 arrived=1");
+}
+
+// ---------------------------------------------------------------------------
+// generations
+
+TEST_F(Barrier, AfterReleaseTheNextArrivalOpensTheNextRound) {
+  arrive(1, "e", 2, 0);
+  arrive(2, "e", 2, 1);
+  output o = arrive(3, "e", 2, 0);
+  EXPECT_EQ(trace(o), "3: WAITING name=e gen=2 arrived=1 n=2\n");
+  o = arrive(4, "e", 2, 1);
+  EXPECT_EQ(to(o, 3), "RELEASE name=e gen=2 verdict=continue\n");
+  EXPECT_EQ(to(o, 4), "WAITING name=e gen=2 arrived=2 n=2\nRELEASE name=e gen=2 verdict=continue\n");
+}
+
+TEST_F(Barrier, EachRoundMayHaveItsOwnN) {
+  arrive(1, "e", 1);
+  output o = arrive(2, "e", 3);
+  EXPECT_EQ(trace(o), "2: WAITING name=e gen=2 arrived=1 n=3\n");
+  // ... but a round that had a release does not remember its n for the next one:
+  output needn = arrive(3, "f", 1);
+  needn = arrive(4, "f", none);
+  EXPECT_EQ(to(needn, 4).substr(0, 8), "ERR NEED");
+}
+
+TEST_F(Barrier, GenerationsCountUp) {
+  for (std::uint64_t g = 1; g <= 5; ++g) {
+    conn_id a = 10 * g, b = 10 * g + 1;
+    EXPECT_EQ(to(arrive(a, "loop", 2), a), "WAITING name=loop gen=" + std::to_string(g) + " arrived=1 n=2\n");
+    EXPECT_EQ(to(arrive(b, "loop", 2), a), "RELEASE name=loop gen=" + std::to_string(g) + " verdict=continue\n");
+  }
+}
+
+TEST_F(Barrier, AFastReArrivalJoinsTheNextRound) {
+  arrive(1, "e", 2, 0);
+  output o = arrive(2, "e", 2, 1);
+  ASSERT_EQ(to(o, 1), "RELEASE name=e gen=1 verdict=continue\n");
+  // Rank 1 is quick: it arrives for the next round before rank 0 does. It waits.
+  o = arrive(3, "e", 2, 1);
+  EXPECT_EQ(trace(o), "3: WAITING name=e gen=2 arrived=1 n=2\n");
+  o = arrive(4, "e", 2, 0);
+  EXPECT_EQ(recipients(o), (std::set<conn_id>{3, 4}));
+  EXPECT_EQ(to(o, 3), "RELEASE name=e gen=2 verdict=continue\n");
+}
+
+TEST_F(Barrier, ArrivalsWhileARoundAwaitsItsVerdictJoinTheNextRound) {
+  arrive(1, "e", 2, 1);
+  chief(2, "e", 2, 0);  // gathered: gen 1 waits for the verdict
+  output o = arrive(3, "e", 2, 1);
+  EXPECT_EQ(trace(o), "3: WAITING name=e gen=2 arrived=1 n=2\n");
+  o = decide(9, "e", stop, "halt");
+  EXPECT_EQ(to(o, 1), "RELEASE name=e gen=1 verdict=stop :halt\n");
+  EXPECT_EQ(to(o, 3), "");  // gen 2 is not released by gen 1's verdict
+  o = arrive(4, "e", 2, 0);
+  EXPECT_EQ(to(o, 3), "RELEASE name=e gen=2 verdict=continue\n");  // and gen 2 has no verdict
+}
+
+// ---------------------------------------------------------------------------
+// n, rank and chief conflicts
+
+TEST_F(Barrier, NMismatchIsAConflictForThatCallerOnly) {
+  arrive(1, "e", 3, 0);
+  output o = arrive(2, "e", 4, 1);
+  ASSERT_EQ(o.sends.size(), 1u);
+  EXPECT_EQ(o.sends[0].to, 2u);
+  std::string line = to(o, 2);
+  EXPECT_TRUE(line.starts_with("ERR CONFLICT :")) << line;
+  EXPECT_CONTAINS(line, "n=3");
+  EXPECT_CONTAINS(line, "set by rank 0 on h1 pid 1001");
+  EXPECT_CONTAINS(line, "you asked for n=4");
+  EXPECT_CONTAINS(all_log(o), "conflict e#1: h2 pid 1002");
+  // The round is unharmed.
+  EXPECT_CONTAINS(status_of("e"), "n=3 arrived=1");
+  arrive(3, "e", 3, 1);
+  o = arrive(4, "e", 3, 2);
+  EXPECT_EQ(recipients(o), (std::set<conn_id>{1, 3, 4}));
+}
+
+TEST_F(Barrier, NMismatchNamesAParticipantWithoutRank) {
+  arrive(1, "e", 3);
+  EXPECT_CONTAINS(to(arrive(2, "e", 2), 2), "(set by h1 pid 1001)");
+}
+
+TEST_F(Barrier, ArrivalWithoutNToAnEmptyRoundNeedsN) {
+  output o = arrive(1, "e", none, 0);
+  ASSERT_EQ(o.sends.size(), 1u);
+  std::string line = to(o, 1);
+  EXPECT_TRUE(line.starts_with("ERR NEEDN :")) << line;
+  EXPECT_CONTAINS(line, "--n N");
+  EXPECT_FALSE(bs.active());
+  // and it did not join: a later n=1 arrival releases alone
+  o = arrive(2, "e", 1);
+  EXPECT_EQ(recipients(o), (std::set<conn_id>{2}));
+}
+
+TEST_F(Barrier, ArrivalWithoutNTakesTheRoundsN) {
+  arrive(1, "e", 3, 0);
+  EXPECT_EQ(trace(arrive(2, "e", none, 1)), "2: WAITING name=e gen=1 arrived=2 n=3\n");
+  output o = arrive(3, "e", none);
+  EXPECT_EQ(to(o, 3), "WAITING name=e gen=1 arrived=3 n=3\nRELEASE name=e gen=1 verdict=continue\n");
+}
+
+TEST_F(Barrier, RankBeyondNIsAConflict) {
+  arrive(1, "e", 3, 0);
+  std::string line = to(arrive(2, "e", none, 3), 2);
+  EXPECT_TRUE(line.starts_with("ERR CONFLICT :")) << line;
+  EXPECT_CONTAINS(line, "rank 3 is beyond");
+  EXPECT_CONTAINS(line, "ranks are 0 to 2");
+  EXPECT_TRUE(to(arrive(3, "e", none, 1000), 3).starts_with("ERR CONFLICT"));
+  // The state machine checks it even when the request carries both (parse_request does too).
+  EXPECT_TRUE(to(arrive(4, "f", 2, 2), 4).starts_with("ERR CONFLICT"));
+  EXPECT_CONTAINS(status_of("e"), "arrived=1");
+}
+
+TEST_F(Barrier, DuplicateRankIsAConflictNamingTheHolder) {
+  arrive(7, "e", 3, 1);
+  output o = arrive(2, "e", 3, 1);
+  ASSERT_EQ(o.sends.size(), 1u);
+  std::string line = to(o, 2);
+  EXPECT_TRUE(line.starts_with("ERR CONFLICT :")) << line;
+  EXPECT_CONTAINS(line, "rank 1 of barrier e round 1 is already held by h7 pid 1007");
+  EXPECT_CONTAINS(status_of("e"), "arrived=1");
+  // The refused connection may try again with another rank (the host allows a retry after ERR).
+  EXPECT_EQ(trace(arrive(2, "e", 3, 2)), "2: WAITING name=e gen=1 arrived=2 n=3\n");
+}
+
+TEST_F(Barrier, RanksAreFreeAgainInTheNextRound) {
+  arrive(1, "e", 2, 0);
+  arrive(2, "e", 2, 1);
+  EXPECT_EQ(trace(arrive(3, "e", 2, 0)), "3: WAITING name=e gen=2 arrived=1 n=2\n");
+}
+
+TEST_F(Barrier, SecondChiefIsAConflict) {
+  chief(1, "e", 3, 0);
+  std::string line = to(chief(2, "e", 3, 1), 2);
+  EXPECT_TRUE(line.starts_with("ERR CONFLICT :")) << line;
+  EXPECT_CONTAINS(line, "already has a chief: rank 0 (h1 pid 1001)");
+  EXPECT_CONTAINS(status_of("e"), "arrived=1 chief=1");
+}
+
+// ---------------------------------------------------------------------------
+// withdrawal
+
+TEST_F(Barrier, DisconnectBeforeReleaseWithdraws) {
+  arrive(1, "e", 2, 0);
+  output o = leave(1);
+  EXPECT_TRUE(o.sends.empty());
+  EXPECT_CONTAINS(all_log(o), "leave e#1: rank 0 (h1 pid 1001) withdrew (disconnected), 0/2");
+  EXPECT_FALSE(bs.active());
+  arrive(2, "e", 2, 1);
+  o = arrive(3, "e", 2, 0);  // rank 0 is free again
+  EXPECT_EQ(to(o, 3), "WAITING name=e gen=1 arrived=2 n=2\nRELEASE name=e gen=1 verdict=continue\n");
+  EXPECT_EQ(recipients(o), (std::set<conn_id>{2, 3}));
+}
+
+TEST_F(Barrier, AWithdrawnParticipantIsNoLongerCounted) {
+  arrive(1, "e", 3, 0);
+  arrive(2, "e", 3, 1);
+  leave(1);
+  EXPECT_CONTAINS(status_of("e", true), "arrived=1");
+  output o = arrive(3, "e", 3, 2);
+  EXPECT_EQ(trace(o), "3: WAITING name=e gen=1 arrived=2 n=3\n");  // not released: only 2 present
+}
+
+TEST_F(Barrier, AnEmptyRoundForgetsN) {
+  arrive(1, "e", 3);
+  leave(1);
+  EXPECT_TRUE(to(arrive(2, "e", none), 2).starts_with("ERR NEEDN"));
+  EXPECT_EQ(trace(arrive(3, "e", 5)), "3: WAITING name=e gen=1 arrived=1 n=5\n");  // no conflict with the old n=3
+}
+
+TEST_F(Barrier, ExplicitLeaveRepliesLeft) {
+  arrive(1, "e", 2, 0);
+  output o = leave(1, true);
+  EXPECT_EQ(trace(o), "1: LEFT name=e gen=1\n");
+  EXPECT_CONTAINS(all_log(o), "withdrew (left)");
+  EXPECT_FALSE(bs.active());
+  // A second LEAVE, or a LEAVE from a connection that waits for nothing.
+  EXPECT_EQ(trace(leave(1, true)), "1: LEFT name=- gen=0\n");
+  EXPECT_EQ(trace(leave(42, true)), "42: LEFT name=- gen=0\n");
+  EXPECT_TRUE(leave(43).sends.empty());
+}
+
+TEST_F(Barrier, LeaveAfterReleaseChangesNothing) {
+  arrive(1, "e", 2, 0);
+  arrive(2, "e", 2, 1);
+  EXPECT_EQ(trace(leave(1, true)), "1: LEFT name=- gen=0\n");  // the release stands
+  EXPECT_TRUE(leave(2).sends.empty());
+}
+
+TEST_F(Barrier, DisconnectAfterAllArePresentDoesNotWithdraw) {
+  arrive(1, "e", 3, 0);
+  arrive(2, "e", 3, 1);
+  chief(3, "e", 3, 2);  // gathered
+  EXPECT_TRUE(leave(1).sends.empty());
+  EXPECT_CONTAINS(status_of("e"), "state=gathered n=3 arrived=3");
+  output o = decide(9, "e", cont);
+  EXPECT_EQ(trace(o),
+            "9: DECIDED name=e gen=1 verdict=continue arrived=3 n=3\n"
+            "2: RELEASE name=e gen=1 verdict=continue\n"
+            "9: RELEASE name=e gen=1 verdict=continue delivered=1\n");
+}
+
+TEST_F(Barrier, ExplicitLeaveOfAGatheredMember) {
+  arrive(1, "e", 2, 0);
+  chief(2, "e", 2, 1);
+  EXPECT_EQ(trace(leave(1, true)), "1: LEFT name=e gen=1\n");
+  EXPECT_CONTAINS(status_of("e"), "arrived=2");
+  output o = decide(9, "e", stop);
+  EXPECT_EQ(to(o, 9), "DECIDED name=e gen=1 verdict=stop arrived=2 n=2\nRELEASE name=e gen=1 verdict=stop delivered=0\n");
+  EXPECT_EQ(recipients(o), (std::set<conn_id>{9}));
+}
+
+TEST_F(Barrier, AChiefWhoLeavesFreesTheChiefSeat) {
+  chief(1, "e", 2, 0);
+  leave(1);
+  EXPECT_EQ(trace(chief(2, "e", 2, 0)), "2: WAITING name=e gen=1 arrived=1 n=2\n");
+}
+
+// ---------------------------------------------------------------------------
+// the chief: arrive chief=1, then DECIDE
+
+TEST_F(Barrier, ChiefGetsAllHereAndTheOthersKeepWaiting) {
+  arrive(1, "e", 3, 1);
+  arrive(2, "e", 3, 2);
+  output o = chief(3, "e", 3, 0);
+  EXPECT_EQ(trace(o), "3: WAITING name=e gen=1 arrived=3 n=3\n3: ALLHERE name=e gen=1 arrived=3 n=3\n");
+  EXPECT_TRUE(bs.active());
+  EXPECT_CONTAINS(all_log(o), "gathered e#1: all 3 present; waiting for the chief's verdict (rank 0 (h3 pid 1003))");
+  EXPECT_EQ(status_of("e"),
+            "BARRIER scope=default name=e gen=1 state=gathered n=3 arrived=3 chief=1 verdict=none age_ms=0\n"
+            "MISSING ranks=-\n"
+            "BARRIER scope=default name=e gen=2 state=open n=- arrived=0 chief=0 verdict=none age_ms=0\n"
+            "END\n");
+}
+
+TEST_F(Barrier, ChiefArrivingFirstIsToldWhenTheLastArrives) {
+  chief(1, "e", 3, 0);
+  arrive(2, "e", 3, 1);
+  output o = arrive(3, "e", 3, 2);
+  EXPECT_EQ(trace(o), "3: WAITING name=e gen=1 arrived=3 n=3\n1: ALLHERE name=e gen=1 arrived=3 n=3\n");
+}
+
+TEST_F(Barrier, DecideReleasesAGatheredRound) {
+  arrive(1, "e", 3, 1);
+  arrive(2, "e", 3, 2);
+  chief(3, "e", 3, 0);
+  output o = decide(4, "e", stop, "loss diverged");
+  EXPECT_EQ(to(o, 4),
+            "DECIDED name=e gen=1 verdict=stop arrived=3 n=3\n"
+            "RELEASE name=e gen=1 verdict=stop delivered=2 :loss diverged\n");
+  EXPECT_EQ(to(o, 1), "RELEASE name=e gen=1 verdict=stop :loss diverged\n");
+  EXPECT_EQ(to(o, 2), "RELEASE name=e gen=1 verdict=stop :loss diverged\n");
+  EXPECT_EQ(to(o, 3), "");  // the chief was told ALLHERE; its wait is over
+  EXPECT_TRUE(trace(o).starts_with("4: DECIDED"));
+  EXPECT_FALSE(bs.active());
+  EXPECT_CONTAINS(all_log(o), "verdict e#1: stop from h4 pid 1004: loss diverged");
+  // The round is gone; the next one is open.
+  EXPECT_EQ(status_of("e"),
+            "BARRIER scope=default name=e gen=2 state=open n=- arrived=0 chief=0 verdict=none age_ms=0\nEND\n");
+}
+
+TEST_F(Barrier, DecideWithoutWaitGetsOnlyDecided) {
+  arrive(1, "e", 2, 1);
+  chief(2, "e", 2, 0);
+  output o = decide(4, "e", cont, "", false);
+  EXPECT_EQ(to(o, 4), "DECIDED name=e gen=1 verdict=continue arrived=2 n=2\n");
+  EXPECT_EQ(to(o, 1), "RELEASE name=e gen=1 verdict=continue\n");
+  EXPECT_FALSE(bs.active());
+}
+
+TEST_F(Barrier, DecideWithEmptyNamePicksTheOneGatheredRound) {
+  arrive(1, "e1", 2, 1);
+  chief(2, "e1", 2, 0);
+  arrive(3, "other", 5);  // an open round without chief: a gathered round is preferred
+  arrive(4, "e9", 2, none, false, "elsewhere");
+  chief(5, "e9", 2, none, "elsewhere");  // gathered, but in another scope
+  output o = decide(6, "", stop, "m");
+  EXPECT_EQ(to(o, 6), "DECIDED name=e1 gen=1 verdict=stop arrived=2 n=2\nRELEASE name=e1 gen=1 verdict=stop delivered=1 :m\n");
+  EXPECT_EQ(recipients(o), (std::set<conn_id>{1, 6}));
+}
+
+TEST_F(Barrier, DecideWithEmptyNameAndNoRoundIsAmbiguous) {
+  output o = decide(1, "", stop);
+  ASSERT_EQ(o.sends.size(), 1u);
+  std::string line = to(o, 1);
+  EXPECT_TRUE(line.starts_with("ERR AMBIGUOUS :")) << line;
+  EXPECT_CONTAINS(line, "no barrier of scope default awaits a verdict");
+  EXPECT_EQ(bs.barrier_count(), 0u);  // nothing was made up
+  // A barrier in another scope does not count.
+  arrive(2, "e", 2, none, false, "elsewhere");
+  EXPECT_TRUE(to(decide(3, "", stop), 3).starts_with("ERR AMBIGUOUS"));
+}
+
+TEST_F(Barrier, DecideWithEmptyNameAndSeveralRoundsIsAmbiguous) {
+  arrive(1, "e1", 2, 1);
+  chief(2, "e1", 2, 0);
+  arrive(3, "e2", 2, 1);
+  chief(4, "e2", 2, 0);
+  output o = decide(5, "", stop);
+  ASSERT_EQ(o.sends.size(), 1u);
+  std::string line = to(o, 5);
+  EXPECT_TRUE(line.starts_with("ERR AMBIGUOUS :")) << line;
+  EXPECT_CONTAINS(line, "2 barriers of scope default await a verdict (e1, e2)");
+  EXPECT_TRUE(bs.active());
+  // Naming one resolves it.
+  o = decide(5, "e2", stop);
+  EXPECT_EQ(recipients(o), (std::set<conn_id>{3, 5}));
+}
+
+TEST_F(Barrier, DecideWithEmptyNameCountsAWaitingChief) {
+  chief(1, "e1", 2, 0);      // open, chief waiting: awaits a verdict
+  arrive(2, "e2", 3);        // open, no chief
+  output o = decide(3, "", stop, "early");
+  EXPECT_EQ(trace(o), "3: DECIDED name=e1 gen=1 verdict=stop arrived=1 n=2\n");
+}
+
+TEST_F(Barrier, DecideWithEmptyNameFallsBackToTheOneOpenRound) {
+  arrive(1, "e", 2, 0);
+  output o = decide(2, "", stop, "", true, none, 1);
+  EXPECT_EQ(to(o, 2), "DECIDED name=e gen=1 verdict=stop arrived=2 n=2\nRELEASE name=e gen=1 verdict=stop delivered=1\n");
+  EXPECT_EQ(to(o, 1), "RELEASE name=e gen=1 verdict=stop\n");
+  // Two open rounds: ambiguous.
+  arrive(3, "a", 3);
+  arrive(4, "b", 3);
+  EXPECT_TRUE(to(decide(5, "", stop), 5).starts_with("ERR AMBIGUOUS"));
+}
+
+// ---------------------------------------------------------------------------
+// one-step DECIDE: the chief's arrival with its verdict
+
+TEST_F(Barrier, OneStepDecideCountsAsTheChiefsArrival) {
+  arrive(1, "e", 3, 1);
+  output o = decide(2, "e", stop, "enough", true, none, 0);
+  EXPECT_EQ(trace(o), "2: DECIDED name=e gen=1 verdict=stop arrived=2 n=3\n");
+  EXPECT_CONTAINS(all_log(o), "arrive e#1: rank 0 (h2 pid 1002) as chief with verdict stop, 2/3");
+  EXPECT_CONTAINS(status_of("e", true),
+                  "state=open n=3 arrived=2 chief=1 verdict=stop age_ms=0\n"
+                  "MEMBER rank=0 host=h2 pid=1002 chief=1 age_ms=0\n"
+                  "MEMBER rank=1 host=h1 pid=1001 chief=0 age_ms=0\n"
+                  "MISSING ranks=2\n");
+  o = arrive(3, "e", 3, 2);
+  EXPECT_EQ(to(o, 1), "RELEASE name=e gen=1 verdict=stop :enough\n");
+  EXPECT_EQ(to(o, 3), "WAITING name=e gen=1 arrived=3 n=3\nRELEASE name=e gen=1 verdict=stop :enough\n");
+  EXPECT_EQ(to(o, 2), "RELEASE name=e gen=1 verdict=stop delivered=2 :enough\n");
+  EXPECT_FALSE(bs.active());
+}
+
+TEST_F(Barrier, OneStepDecideIsDurable) {
+  arrive(1, "e", 3, 1);
+  decide(2, "e", stop, "", true);
+  EXPECT_TRUE(leave(2).sends.empty());  // its connection closes: it stays counted
+  EXPECT_CONTAINS(status_of("e"), "arrived=2 chief=1 verdict=stop");
+  output o = arrive(3, "e", 3, 2);
+  EXPECT_EQ(recipients(o), (std::set<conn_id>{1, 3}));
+  EXPECT_EQ(to(o, 1), "RELEASE name=e gen=1 verdict=stop\n");
+}
+
+TEST_F(Barrier, OneStepDecideWithNoWaitGetsOnlyDecided) {
+  arrive(1, "e", 2, 1);
+  output o = decide(2, "e", cont, "go", false);
+  EXPECT_EQ(trace(o), "2: DECIDED name=e gen=1 verdict=continue arrived=2 n=2\n1: RELEASE name=e gen=1 verdict=continue :go\n");
+  EXPECT_FALSE(bs.active());
+  // Before the others arrive:
+  o = decide(3, "f", stop, "", false, 3);
+  EXPECT_EQ(trace(o), "3: DECIDED name=f gen=1 verdict=stop arrived=1 n=3\n");
+  EXPECT_FALSE(bs.active());  // nobody waits: the decider went away
+  EXPECT_TRUE(leave(3).sends.empty());
+  arrive(4, "f", 3);
+  o = arrive(5, "f", none);
+  EXPECT_EQ(recipients(o), (std::set<conn_id>{4, 5}));
+  EXPECT_EQ(to(o, 4), "RELEASE name=f gen=1 verdict=stop\n");
+}
+
+TEST_F(Barrier, OneStepDecideFixesN) {
+  EXPECT_TRUE(to(decide(1, "e", stop), 1).starts_with("ERR NEEDN"));
+  EXPECT_EQ(trace(decide(2, "e", stop, "", true, 2)), "2: DECIDED name=e gen=1 verdict=stop arrived=1 n=2\n");
+  std::string line = to(arrive(3, "e", 4), 3);
+  EXPECT_TRUE(line.starts_with("ERR CONFLICT")) << line;
+  EXPECT_CONTAINS(line, "set by the chief on h2 pid 1002");
+}
+
+TEST_F(Barrier, OneStepDecideChecksItsRank) {
+  arrive(1, "e", 2, 0);
+  std::string line = to(decide(2, "e", stop, "", true, 2, 0), 2);
+  EXPECT_CONTAINS(line, "ERR CONFLICT :rank 0 of barrier e round 1 is already held by h1 pid 1001");
+  line = to(decide(3, "e", stop, "", true, 5), 3);
+  EXPECT_CONTAINS(line, "ERR CONFLICT");
+  EXPECT_CONTAINS(line, "you asked for n=5");
+  EXPECT_CONTAINS(status_of("e"), "arrived=1 chief=0 verdict=none");
+}
+
+TEST_F(Barrier, OneStepDecideAsTheLastArrival) {
+  arrive(1, "e", 2, 0);
+  output o = decide(2, "e", stop, "x", true);
+  EXPECT_EQ(trace(o),
+            "2: DECIDED name=e gen=1 verdict=stop arrived=2 n=2\n"
+            "1: RELEASE name=e gen=1 verdict=stop :x\n"
+            "2: RELEASE name=e gen=1 verdict=stop delivered=1 :x\n");
+}
+
+TEST_F(Barrier, ChiefAfterOneStepDecideIsAConflict) {
+  decide(1, "e", stop, "", true, 3);
+  std::string line = to(chief(2, "e", 3), 2);
+  EXPECT_TRUE(line.starts_with("ERR CONFLICT :")) << line;
+  EXPECT_CONTAINS(line, "already has a chief");
+  EXPECT_CONTAINS(line, "h1 pid 1001");
+}
+
+TEST_F(Barrier, ADifferentVerdictIsAConflict) {
+  arrive(1, "e", 3);
+  decide(2, "e", stop, "why", false);
+  output o = decide(3, "e", cont, "why");
+  ASSERT_EQ(o.sends.size(), 1u);
+  std::string line = to(o, 3);
+  EXPECT_TRUE(line.starts_with("ERR CONFLICT :")) << line;
+  EXPECT_CONTAINS(line, "already has the verdict stop (from h2 pid 1002)");
+  EXPECT_CONTAINS(line, "you sent continue");
+  // The round keeps its verdict.
+  o = arrive(4, "e", 3);
+  EXPECT_EQ(to(o, 1), "RELEASE name=e gen=1 verdict=stop :why\n");
+}
+
+TEST_F(Barrier, TheSameVerdictAgainIsAccepted) {
+  arrive(1, "e", 3);
+  decide(2, "e", stop, "why", false);
+  output o = decide(3, "e", stop, "why", true);  // a retry
+  EXPECT_EQ(trace(o), "3: DECIDED name=e gen=1 verdict=stop arrived=2 n=3\n");
+  EXPECT_TRUE(bs.active());
+  EXPECT_EQ(trace(decide(4, "e", stop, "why", false)), "4: DECIDED name=e gen=1 verdict=stop arrived=2 n=3\n");
+  o = arrive(5, "e", 3);
+  EXPECT_EQ(to(o, 3), "RELEASE name=e gen=1 verdict=stop delivered=2 :why\n");
+  EXPECT_EQ(to(o, 4), "");
+  EXPECT_EQ(recipients(o), (std::set<conn_id>{1, 3, 5}));
+}
+
+TEST_F(Barrier, TheSameVerdictWithAnotherMessageIsAConflict) {
+  // The verdict is the verdict and its message: a retry sends both unchanged.
+  arrive(1, "e", 3);
+  decide(2, "e", stop, "why", false);
+  EXPECT_TRUE(to(decide(3, "e", stop, "other"), 3).starts_with("ERR CONFLICT"));
+}
+
+TEST_F(Barrier, TheVerdictIsPerRound) {
+  arrive(1, "e", 2);
+  decide(2, "e", stop, "s", false);  // gen 1 released with stop
+  EXPECT_CONTAINS(status_of("e"), "gen=2 state=open n=- arrived=0 chief=0 verdict=none");
+  arrive(3, "e", 2);
+  output o = arrive(4, "e", 2);
+  EXPECT_EQ(to(o, 3), "RELEASE name=e gen=2 verdict=continue\n");
+  // and a new chief may decide gen 3 differently
+  arrive(5, "e", 2);
+  EXPECT_EQ(to(decide(6, "e", cont, "", false), 5), "RELEASE name=e gen=3 verdict=continue\n");
+}
+
+// ---------------------------------------------------------------------------
+// the verdict given in advance, while a `wait --chief` chief waits
+
+TEST_F(Barrier, VerdictInAdvanceForAWaitingChief) {
+  chief(1, "e", 3, 0);
+  arrive(2, "e", 3, 1);
+  output o = decide(9, "e", stop, "early");
+  EXPECT_EQ(trace(o), "9: DECIDED name=e gen=1 verdict=stop arrived=2 n=3\n");
+  EXPECT_CONTAINS(status_of("e"), "state=open n=3 arrived=2 chief=1 verdict=stop");
+  o = arrive(3, "e", 3, 2);
+  EXPECT_EQ(to(o, 1), "ALLHERE name=e gen=1 arrived=3 n=3\n");  // as the chief asked
+  EXPECT_EQ(to(o, 2), "RELEASE name=e gen=1 verdict=stop :early\n");
+  EXPECT_EQ(to(o, 3), "WAITING name=e gen=1 arrived=3 n=3\nRELEASE name=e gen=1 verdict=stop :early\n");
+  EXPECT_EQ(to(o, 9), "RELEASE name=e gen=1 verdict=stop delivered=3 :early\n");
+  EXPECT_FALSE(bs.active());
+}
+
+TEST_F(Barrier, VerdictInAdvanceChecksN) {
+  chief(1, "e", 3, 0);
+  std::string line = to(decide(9, "e", stop, "", true, 4), 9);
+  EXPECT_TRUE(line.starts_with("ERR CONFLICT")) << line;
+  EXPECT_CONTAINS(line, "you asked for n=4");
+  EXPECT_EQ(trace(decide(9, "e", stop, "", true, 3)), "9: DECIDED name=e gen=1 verdict=stop arrived=1 n=3\n");
+}
+
+TEST_F(Barrier, ADeciderMayLeave) {
+  chief(1, "e", 2, 0);
+  decide(9, "e", stop);
+  EXPECT_EQ(trace(leave(9, true)), "9: LEFT name=e gen=1\n");
+  output o = arrive(2, "e", 2, 1);
+  EXPECT_EQ(recipients(o), (std::set<conn_id>{1, 2}));
+  EXPECT_EQ(to(o, 2), "WAITING name=e gen=1 arrived=2 n=2\nRELEASE name=e gen=1 verdict=stop\n");
+}
+
+TEST_F(Barrier, PruneKeepsABarrierWithAWaitingDecider) {
+  // The chief that got a verdict in advance goes away; the decider still waits
+  // for the release. Forgetting the barrier would leave the decider pointing at
+  // freed memory (and never released).
+  chief(1, "e", 2, 0);
+  decide(9, "e", stop, "", true);
+  leave(1);
+  ASSERT_TRUE(bs.active());
+  tick(10 * 3600 * 1000);
+  EXPECT_EQ(bs.prune(now, 1000), 0u);
+  ASSERT_EQ(bs.barrier_count(), 1u);
+  arrive(2, "e", 2, 0);
+  output o = arrive(3, "e", 2, 1);
+  EXPECT_EQ(to(o, 9), "RELEASE name=e gen=1 verdict=stop delivered=2\n");
+  EXPECT_TRUE(leave(9).sends.empty());
+  EXPECT_FALSE(bs.active());
+}
+
+// ---------------------------------------------------------------------------
+// abort
+
+TEST_F(Barrier, AbortTellsWaitingMembersAndDeciders) {
+  chief(1, "e", 3, 0);
+  arrive(2, "e", 3, 1);
+  decide(3, "e", stop, "early");  // a decider waiting for the release
+  output o = abort(8, "e", "node3 died");
+  EXPECT_EQ(to(o, 1), "ABORTED name=e gen=1 :node3 died\n");
+  EXPECT_EQ(to(o, 2), "ABORTED name=e gen=1 :node3 died\n");
+  EXPECT_EQ(to(o, 3), "ABORTED name=e gen=1 :node3 died\n");
+  EXPECT_EQ(to(o, 8), "ABORTED name=e gen=1 notified=2 :node3 died\n");
+  EXPECT_EQ(o.sends.back().to, 8u);
+  EXPECT_CONTAINS(all_log(o), "abort e#1: 2 participants told: node3 died");
+  EXPECT_FALSE(bs.active());
+}
+
+TEST_F(Barrier, AnAbortedBarrierStaysAborted) {
+  arrive(1, "e", 3);
+  abort(8, "e", "bad node");
+  output o = arrive(2, "e", 3);
+  EXPECT_EQ(trace(o), "2: ABORTED name=e gen=1 :bad node\n");
+  EXPECT_FALSE(bs.active());
+  o = decide(3, "e", stop);
+  EXPECT_EQ(trace(o), "3: ERR ABORTED :barrier e was aborted: bad node\n");
+  EXPECT_EQ(status_of("e"),
+            "BARRIER scope=default name=e gen=1 state=aborted n=- arrived=0 chief=0 verdict=none age_ms=0 :bad node\n"
+            "END\n");
+  // decide with no name skips aborted barriers
+  EXPECT_TRUE(to(decide(4, "", stop), 4).starts_with("ERR AMBIGUOUS"));
+}
+
+TEST_F(Barrier, AbortWithoutReason) {
+  arrive(1, "e", 2);
+  output o = abort(8, "e");
+  EXPECT_EQ(trace(o), "1: ABORTED name=e gen=1\n8: ABORTED name=e gen=1 notified=1\n");
+  EXPECT_EQ(trace(decide(3, "e", stop)), "3: ERR ABORTED :barrier e was aborted\n");
+}
+
+TEST_F(Barrier, AbortOfAGatheredRound) {
+  arrive(1, "e", 2, 1);
+  chief(2, "e", 2, 0);  // gen 1 gathered; the chief was told ALLHERE
+  arrive(3, "e", 2, 1);  // gen 2 open
+  output o = abort(8, "e", "r");
+  EXPECT_EQ(to(o, 1), "ABORTED name=e gen=1 :r\n");
+  EXPECT_EQ(to(o, 2), "");
+  EXPECT_EQ(to(o, 3), "ABORTED name=e gen=2 :r\n");
+  EXPECT_EQ(to(o, 8), "ABORTED name=e gen=1 notified=2 :r\n");
+  EXPECT_FALSE(bs.active());
+  EXPECT_TRUE(to(decide(9, "e", stop), 9).starts_with("ERR ABORTED"));
+}
+
+TEST_F(Barrier, AbortBeforeAnyoneArrives) {
+  EXPECT_EQ(trace(abort(8, "e", "cancelled")), "8: ABORTED name=e gen=1 notified=0 :cancelled\n");
+  EXPECT_EQ(trace(arrive(1, "e", 2)), "1: ABORTED name=e gen=1 :cancelled\n");
+}
+
+TEST_F(Barrier, AbortAfterReleasesNamesTheCurrentRound) {
+  arrive(1, "e", 1);
+  arrive(2, "e", 1);
+  arrive(3, "e", 2);
+  output o = abort(8, "e", "r");
+  EXPECT_EQ(to(o, 3), "ABORTED name=e gen=3 :r\n");
+  EXPECT_EQ(to(o, 8), "ABORTED name=e gen=3 notified=1 :r\n");
+}
+
+TEST_F(Barrier, AbortTwiceKeepsTheFirstReason) {
+  abort(8, "e", "first");
+  EXPECT_EQ(trace(abort(9, "e", "second")), "9: ABORTED name=e gen=1 notified=0 :first\n");
+  EXPECT_EQ(trace(arrive(1, "e", 1)), "1: ABORTED name=e gen=1 :first\n");
+}
+
+TEST_F(Barrier, AbortTouchesOnlyItsBarrierAndScope) {
+  arrive(1, "e", 2);
+  arrive(2, "f", 2);
+  arrive(3, "e", 2, none, false, "other");
+  output o = abort(8, "e", "r");
+  EXPECT_EQ(recipients(o), (std::set<conn_id>{1, 8}));
+  EXPECT_EQ(to(arrive(4, "f", 2), 2), "RELEASE name=f gen=1 verdict=continue\n");
+  EXPECT_EQ(to(arrive(5, "e", 2, none, false, "other"), 3), "RELEASE name=e gen=1 verdict=continue\n");
+}
+
+TEST_F(Barrier, AnAbortedBarrierIsForgottenByPrune) {
+  abort(8, "e", "r");
+  tick(5000);
+  EXPECT_EQ(bs.prune(now, 1000), 1u);
+  EXPECT_EQ(bs.barrier_count(), 0u);
+  EXPECT_EQ(trace(arrive(1, "e", 2)), "1: WAITING name=e gen=1 arrived=1 n=2\n");
+}
+
+// ---------------------------------------------------------------------------
+// status
+
+TEST_F(Barrier, StatusFields) {
+  arrive(1, "e", 6, 3);
+  tick(400);
+  arrive(2, "e", 6, 0);
+  tick(800);
+  EXPECT_EQ(status_text("default", "e", true),
+            "BARRIER scope=default name=e gen=1 state=open n=6 arrived=2 chief=0 verdict=none age_ms=1200\n"
+            "MEMBER rank=0 host=h2 pid=1002 chief=0 age_ms=800\n"
+            "MEMBER rank=3 host=h1 pid=1001 chief=0 age_ms=1200\n"
+            "MISSING ranks=1-2,4-5\n"
+            "END\n");
+  // Without detail: no MEMBER lines, MISSING still there.
+  EXPECT_EQ(status_text("default", "e", false),
+            "BARRIER scope=default name=e gen=1 state=open n=6 arrived=2 chief=0 verdict=none age_ms=1200\n"
+            "MISSING ranks=1-2,4-5\n"
+            "END\n");
+}
+
+TEST_F(Barrier, StatusMembersSortedByRank) {
+  for (std::uint32_t r : {7u, 2u, 9u, 0u, 5u}) arrive(100 + r, "e", 10, r);
+  arrive(200, "e", 10);  // without rank: listed last, and MISSING cannot be computed
+  auto s = status("default", "e", true);
+  ASSERT_EQ(s.barriers.size(), 1u);
+  std::vector<opt_u32> ranks;
+  for (const auto& m : s.barriers[0].members) ranks.push_back(m.rank);
+  EXPECT_EQ(ranks, (std::vector<opt_u32>{0u, 2u, 5u, 7u, 9u, none}));
+  EXPECT_FALSE(s.barriers[0].missing);
+}
+
+TEST_F(Barrier, StatusMissingOnlyWhenEveryMemberHasARank) {
+  arrive(1, "e", 4, 0);
+  EXPECT_EQ(status("default", "e").barriers.at(0).missing, "1-3");
+  arrive(2, "e", 4);
+  EXPECT_FALSE(status("default", "e").barriers.at(0).missing);
+  leave(2);
+  EXPECT_EQ(status("default", "e").barriers.at(0).missing, "1-3");
+  leave(1);
+  // Empty round: n forgotten, nothing to compute.
+  EXPECT_EQ(status_of("e"),
+            "BARRIER scope=default name=e gen=1 state=open n=- arrived=0 chief=0 verdict=none age_ms=0\nEND\n");
+}
+
+TEST_F(Barrier, StatusAgeComesFromThePassedInTime) {
+  arrive(1, "e", 3, 0);
+  tick(250);
+  EXPECT_CONTAINS(status_of("e", true), "age_ms=250\nMEMBER rank=0 host=h1 pid=1001 chief=0 age_ms=250\n");
+  EXPECT_EQ(bs.status(proto::status_req{"default", "e", false}, now + 1000).barriers.at(0).age_ms, 1250);
+}
+
+TEST_F(Barrier, StatusOfAnAgedRoundAfterWithdrawal) {
+  arrive(1, "e", 2);
+  tick(1000);
+  leave(1);
+  tick(1000);
+  arrive(2, "e", 2);  // a fresh round starts with its first member
+  tick(5);
+  EXPECT_CONTAINS(status_of("e"), "arrived=1 chief=0 verdict=none age_ms=5\n");
+}
+
+TEST_F(Barrier, StatusScopesAndNames) {
+  arrive(1, "a", 2, none, false, "s1");
+  arrive(2, "b", 2, none, false, "s1");
+  arrive(3, "a", 2, none, false, "s2");
+  auto names = [](const proto::status_reply& s) {
+    std::vector<std::string> v;
+    for (const auto& b : s.barriers) v.push_back(b.scope + "/" + b.name);
+    return v;
+  };
+  EXPECT_EQ(names(status("*")), (std::vector<std::string>{"s1/a", "s1/b", "s2/a"}));
+  EXPECT_EQ(names(status("s1")), (std::vector<std::string>{"s1/a", "s1/b"}));
+  EXPECT_EQ(names(status("s2")), (std::vector<std::string>{"s2/a"}));
+  EXPECT_EQ(names(status("*", "a")), (std::vector<std::string>{"s1/a", "s2/a"}));
+  EXPECT_EQ(names(status("s1", "b")), (std::vector<std::string>{"s1/b"}));
+  EXPECT_TRUE(status("s3").barriers.empty());
+  EXPECT_TRUE(status("s2", "b").barriers.empty());
+  EXPECT_TRUE(status("*", "nope").barriers.empty());
+  EXPECT_EQ(bs.barrier_count(), 3u);  // status makes nothing up
+}
+
+TEST_F(Barrier, StatusHidesIdleBarriersUnlessNamed) {
+  arrive(1, "e", 1);  // released: the open round gen 2 is empty
+  EXPECT_EQ(status_text(), "END\n");
+  EXPECT_EQ(status_of("e"),
+            "BARRIER scope=default name=e gen=2 state=open n=- arrived=0 chief=0 verdict=none age_ms=0\nEND\n");
+}
+
+TEST_F(Barrier, StatusListsGatheredRoundsThenTheOpenRound) {
+  arrive(1, "e", 2, 1);
+  chief(2, "e", 2, 0);
+  arrive(3, "e", 2, 1);
+  chief(4, "e", 2, 0);  // gen 2 gathered too
+  arrive(5, "e", 2, 0);
+  tick(10);
+  EXPECT_EQ(status_of("e"),
+            "BARRIER scope=default name=e gen=1 state=gathered n=2 arrived=2 chief=1 verdict=none age_ms=10\n"
+            "MISSING ranks=-\n"
+            "BARRIER scope=default name=e gen=2 state=gathered n=2 arrived=2 chief=1 verdict=none age_ms=10\n"
+            "MISSING ranks=-\n"
+            "BARRIER scope=default name=e gen=3 state=open n=2 arrived=1 chief=0 verdict=none age_ms=10\n"
+            "MISSING ranks=1\n"
+            "END\n");
+  // DECIDE takes the oldest gathered round first.
+  output o = decide(9, "e", stop);
+  EXPECT_EQ(to(o, 1), "RELEASE name=e gen=1 verdict=stop\n");
+  EXPECT_EQ(to(o, 3), "");
+  EXPECT_CONTAINS(status_of("e"), "gen=2 state=gathered");
+}
+
+TEST_F(Barrier, StatusShowsAtMost1000Members) {
+  const std::uint32_t n = 1200;
+  for (std::uint32_t r = 0; r + 1 < n; ++r) arrive(r + 1, "big", n, n - 2 - r);  // rank n-1 missing
+  auto s = status("default", "big", true);
+  ASSERT_EQ(s.barriers.size(), 1u);
+  const auto& b = s.barriers[0];
+  EXPECT_EQ(b.arrived, n - 1);
+  EXPECT_EQ(b.members.size(), proto::max_member_lines);
+  EXPECT_TRUE(std::is_sorted(b.members.begin(), b.members.end(),
+                             [](const auto& x, const auto& y) { return x.rank < y.rank; }));
+  EXPECT_EQ(b.missing, "1199");
+}
+
+TEST_F(Barrier, StatusWithManyMissingRanksIsReadable) {
+  // n=5000, ranks 0-999 present and then every other one: 64 four-digit ranges
+  // are over 256 bytes, yet MISSING must fit one value, or no client can read
+  // the STATUS reply.
+  const std::uint32_t n = 5000;
+  for (std::uint32_t r = 0; r < n; ++r)
+    if (r < 1000 || r % 2 == 0) arrive(r + 1, "wide", n, r);
+  auto s = status("default", "wide", false);
+  ASSERT_TRUE(s.barriers.at(0).missing);
+  const std::string& missing = *s.barriers[0].missing;
+  EXPECT_LE(missing.size(), proto::max_value);
+  EXPECT_TRUE(missing.starts_with("1001,1003,1005,"));
+  EXPECT_TRUE(missing.ends_with("+"));
+  std::string bytes = proto::format_reply(s);
+  proto::reply_reader rd;
+  std::optional<proto::reply> got;
+  std::istringstream in(bytes);
+  std::string l;
+  while (std::getline(in, l)) {
+    std::string error;
+    auto r = rd.feed(l, error);
+    ASSERT_EQ(error, "") << l;
+    if (r) got = r;
+  }
+  ASSERT_TRUE(got);
+  EXPECT_EQ(std::get<proto::status_reply>(*got).barriers.at(0).missing, missing);
+}
+
+TEST_F(Barrier, StatusOfAChiefAndAVerdict) {
+  chief(1, "e", 2, 0);
+  EXPECT_CONTAINS(status_of("e", true), "chief=1 verdict=none age_ms=0\nMEMBER rank=0 host=h1 pid=1001 chief=1 age_ms=0\n");
+  decide(2, "e", cont);
+  EXPECT_CONTAINS(status_of("e"), "arrived=1 chief=1 verdict=continue");
+}
+
+// ---------------------------------------------------------------------------
+// scopes
+
+TEST_F(Barrier, ScopesIsolateBarriers) {
+  arrive(1, "e", 2, 0, false, "job.1");
+  output o = arrive(2, "e", 2, 0, false, "job.2");  // same name and rank, other scope: no conflict
+  EXPECT_EQ(trace(o), "2: WAITING name=e gen=1 arrived=1 n=2\n");
+  o = arrive(3, "e", 3, 1, false, "job.2");  // n differs from job.1's, and that is fine... but not from job.2's
+  EXPECT_TRUE(to(o, 3).starts_with("ERR CONFLICT"));
+  o = arrive(4, "e", 2, 1, false, "job.1");
+  EXPECT_EQ(recipients(o), (std::set<conn_id>{1, 4}));
+  EXPECT_TRUE(bs.active());  // job.2 still waits
+  EXPECT_EQ(bs.barrier_count(), 2u);
+}
+
+TEST_F(Barrier, DecideStaysInItsScope) {
+  arrive(1, "e", 2, 1, false, "a");
+  chief(2, "e", 2, 0, "a");
+  output o = decide(3, "e", stop, "", true, none, none, "b");  // named, other scope: a new barrier there
+  EXPECT_TRUE(to(o, 3).starts_with("ERR NEEDN"));
+  EXPECT_TRUE(bs.active());
+  o = decide(4, "", stop, "", true, none, none, "a");
+  EXPECT_EQ(to(o, 1), "RELEASE name=e gen=1 verdict=stop\n");
+}
+
+// ---------------------------------------------------------------------------
+// shutdown, prune, active
+
+TEST_F(Barrier, ShutdownTellsEveryWaitingConnection) {
+  arrive(1, "a", 3);
+  chief(2, "b", 2);
+  arrive(3, "b", 2);        // b gathered: 2 got ALLHERE, 3 waits
+  arrive(4, "c", 3);
+  decide(5, "c", stop, "", true);   // one-step, waits for the release
+  decide(6, "c", stop, "", false);  // same verdict, does not wait
+  arrive(7, "d", 1);        // released
+  chief(8, "e", 2);
+  decide(9, "e", cont);     // verdict in advance, waits
+  output o;
+  bs.shutdown("bye", o);
+  std::set<conn_id> told;
+  for (const auto& e : o.sends) {
+    EXPECT_EQ(proto::format_reply(e.msg), "SHUTDOWN :bye\n");
+    EXPECT_TRUE(told.insert(e.to).second) << "twice to " << e.to;
+  }
+  EXPECT_EQ(told, (std::set<conn_id>{1, 3, 4, 5, 8, 9}));
+  EXPECT_FALSE(bs.active());
+  output again;
+  bs.shutdown("bye", again);
+  EXPECT_TRUE(again.sends.empty());
+}
+
+TEST_F(Barrier, PruneForgetsOnlyIdleBarriers) {
+  arrive(1, "released", 1);  // idle from now on
+  arrive(2, "waiting", 2);   // busy
+  arrive(3, "g", 2, 1);
+  chief(4, "g", 2, 0);       // gathered: busy though nobody is connected
+  leave(3);
+  decide(5, "durable", stop, "", false, 3);  // a one-step decider that went away: counted, busy
+  arrive(6, "left", 2);
+  leave(6);                  // empty again: idle
+  EXPECT_EQ(bs.barrier_count(), 5u);
+  tick(500);
+  arrive(7, "recent", 1);    // idle, but recent
+  tick(600);
+  EXPECT_EQ(bs.prune(now, 1000), 2u);  // released, left
+  EXPECT_EQ(bs.barrier_count(), 4u);
+  EXPECT_TRUE(status("*", "released").barriers.empty());
+  EXPECT_TRUE(status("*", "left").barriers.empty());
+  EXPECT_EQ(status("*", "waiting").barriers.size(), 1u);
+  EXPECT_EQ(status("*", "g").barriers.size(), 2u);
+  EXPECT_EQ(status("*", "durable").barriers.size(), 1u);
+  EXPECT_EQ(status("*", "recent").barriers.size(), 1u);
+  tick(1000);
+  EXPECT_EQ(bs.prune(now, 1000), 1u);  // recent
+  // A forgotten barrier starts again at gen 1.
+  EXPECT_EQ(trace(arrive(8, "released", 2)), "8: WAITING name=released gen=1 arrived=1 n=2\n");
+}
+
+TEST_F(Barrier, PruneCountsActivityNotAge) {
+  arrive(1, "e", 1);
+  tick(900);
+  leave(99);                   // unrelated: no activity on e
+  arrive(2, "e", 2);
+  leave(2);                    // activity at t+900
+  tick(900);
+  EXPECT_EQ(bs.prune(now, 1000), 0u);
+  tick(200);
+  EXPECT_EQ(bs.prune(now, 1000), 1u);
+}
+
+TEST_F(Barrier, Active) {
+  EXPECT_FALSE(bs.active());
+  arrive(1, "e", 2);
+  EXPECT_TRUE(bs.active());
+  leave(1);
+  EXPECT_FALSE(bs.active());
+  arrive(2, "e", 2, 1);
+  chief(3, "e", 2, 0);
+  EXPECT_TRUE(bs.active());  // 2 waits for the verdict
+  decide(4, "e", stop, "", false);
+  EXPECT_FALSE(bs.active());
+  decide(5, "f", stop, "", true, 2);
+  EXPECT_TRUE(bs.active());  // the one-step decider waits
+  leave(5);
+  EXPECT_FALSE(bs.active());
+  EXPECT_TRUE(to(arrive(6, "g", none), 6).starts_with("ERR"));
+  EXPECT_FALSE(bs.active());  // refused requests leave nothing behind
+}
+
+// ---------------------------------------------------------------------------
+// The examples of docs/protocol.md, through the state machine, byte-exact.
+
+template <class T>
+T parsed(std::string_view l) {
+  auto r = proto::parse_request(l);
+  EXPECT_TRUE(std::holds_alternative<proto::request>(r)) << l;
+  return std::get<T>(std::get<proto::request>(r));
+}
+
+TEST_F(Barrier, DocExampleThreeParticipantsNoChief) {
+  constexpr conn_id A = 1, B = 2, C = 3;
+  output o;
+  bs.arrive(A, parsed<proto::arrive>("ARRIVE name=e1 scope=default id=a n=3 rank=0 chief=0"), {"n1", 1}, now, o);
+  EXPECT_EQ(trace(o), "1: WAITING name=e1 gen=1 arrived=1 n=3\n");
+  o = {};
+  bs.arrive(B, parsed<proto::arrive>("ARRIVE name=e1 scope=default id=b n=3 rank=1 chief=0"), {"n2", 2}, now, o);
+  EXPECT_EQ(trace(o), "2: WAITING name=e1 gen=1 arrived=2 n=3\n");
+  o = {};
+  bs.arrive(C, parsed<proto::arrive>("ARRIVE name=e1 scope=default id=c n=3 rank=2 chief=0"), {"n3", 3}, now, o);
+  EXPECT_EQ(to(o, C), "WAITING name=e1 gen=1 arrived=3 n=3\nRELEASE name=e1 gen=1 verdict=continue\n");
+  for (conn_id c : {A, B}) EXPECT_EQ(to(o, c), "RELEASE name=e1 gen=1 verdict=continue\n");
+}
+
+TEST_F(Barrier, DocExampleTheChiefStopsTheJob) {
+  constexpr conn_id W = 1, K = 2, D = 3;
+  output o;
+  bs.arrive(W, parsed<proto::arrive>("ARRIVE name=e2 scope=default id=w n=2 rank=1 chief=0"), {"n1", 1}, now, o);
+  EXPECT_EQ(trace(o), "1: WAITING name=e2 gen=1 arrived=1 n=2\n");
+  o = {};
+  bs.arrive(K, parsed<proto::arrive>("ARRIVE name=e2 scope=default id=k n=2 rank=0 chief=1"), {"n2", 2}, now, o);
+  EXPECT_EQ(trace(o), "2: WAITING name=e2 gen=1 arrived=2 n=2\n2: ALLHERE name=e2 gen=1 arrived=2 n=2\n");
+  o = {};
+  bs.decide(D, parsed<proto::decide>("DECIDE scope=default id=d verdict=stop name=- n=- rank=- wait=1 :loss diverged"),
+            {"n3", 3}, now, o);
+  EXPECT_EQ(trace(o),
+            "3: DECIDED name=e2 gen=1 verdict=stop arrived=2 n=2\n"
+            "1: RELEASE name=e2 gen=1 verdict=stop :loss diverged\n"
+            "3: RELEASE name=e2 gen=1 verdict=stop delivered=1 :loss diverged\n");
+}
+
+// ---------------------------------------------------------------------------
+// Property test: random sequences against a model of the rules.
+//
+// The same checker (copied, with __builtin_trap) drives fuzz/fuzz_barrier.cpp.
+
+class checker {
+ public:
+  using fail_fn = std::function<void(const std::string&)>;
+  struct stats {
+    int releases = 0, allheres = 0, decided = 0, aborts = 0, errors = 0, leaves = 0, pruned = 0, one_step = 0,
+        delivered = 0;
+  };
+
+  checker(barrier_set& bs, fail_fn fail) : bs_(bs), fail_(std::move(fail)) {}
+
+  conn_id fresh() { return next_++; }
+  /// Connections that may still LEAVE or close.
+  std::vector<conn_id> open_conns() const {
+    std::vector<conn_id> v;
+    for (const auto& [c, m] : conns_)
+      if (!m.gone) v.push_back(c);
+    return v;
+  }
+  /// Connections whose last ARRIVE/DECIDE got an ERR: the host lets them try again.
+  std::vector<conn_id> retry_conns() const {
+    std::vector<conn_id> v;
+    for (const auto& [c, m] : conns_)
+      if (!m.gone && m.errored && (m.what == req::arrive || m.what == req::decide)) v.push_back(c);
+    return v;
+  }
+  const stats& counts() const { return stats_; }
+  const std::vector<std::string>& history() const { return history_; }
+
+  void arrive(conn_id c, const proto::arrive& a, millis now) {
+    history_.push_back(fmt_req(c, proto::format_request(a)));
+    conn_m& x = begin(c, req::arrive, {a.scope, a.name});
+    x.chief = a.chief;
+    barrier_m& b = touch(x.b);
+    bool was_aborted = b.aborted;
+    output out;
+    bs_.arrive(c, a, peer(c), now, out);
+    if (was_aborted && !(out.sends.size() == 1 && out.sends[0].to == c &&
+                         std::holds_alternative<proto::aborted>(out.sends[0].msg)))
+      fail("an arrival at an aborted barrier must get only ABORTED", out);
+    process(c, out);
+    after(now);
+  }
+
+  void decide(conn_id c, const proto::decide& d, millis now) {
+    history_.push_back(fmt_req(c, proto::format_request(d)));
+    conn_m& x = begin(c, req::decide, {d.scope, d.name});
+    x.wait = d.wait;
+    x.v = d.v;
+    x.message = d.message;
+    bool was_aborted = false;
+    if (!d.name.empty()) was_aborted = touch(x.b).aborted;
+    output out;
+    bs_.decide(c, d, peer(c), now, out);
+    if (was_aborted && !(out.sends.size() == 1 && out.sends[0].to == c && is_err(out.sends[0].msg,
+                                                                                    proto::error_kind::aborted)))
+      fail("DECIDE at an aborted barrier must get only ERR ABORTED", out);
+    process(c, out);
+    after(now);
+  }
+
+  void abort(conn_id c, const proto::abort_req& a, millis now) {
+    history_.push_back(fmt_req(c, proto::format_request(a)));
+    conn_m& x = begin(c, req::abort, {a.scope, a.name});
+    touch(x.b);
+    output out;
+    bs_.abort(c, a, now, out);
+    process(c, out);
+    barrier_m& b = barriers_[x.b];
+    b.aborted = true;
+    for (auto& [g, r] : b.rounds) r.aborted = true;
+    for (const auto& [cc, m] : conns_)
+      if (m.waiting && !m.gone && m.has_round && m.b == x.b && m.epoch == b.epoch)
+        fail("connection " + std::to_string(cc) + " still waits on an aborted barrier", out);
+    ++stats_.aborts;
+    after(now);
+  }
+
+  void leave(conn_id c, bool explicit_leave, millis now) {
+    history_.push_back(std::to_string(c) + (explicit_leave ? ": LEAVE" : ": <closed>"));
+    conn_m& x = conns_[c];
+    if (x.gone) return;
+    output out;
+    bs_.leave(c, explicit_leave, now, out);
+    bool expect_named = x.waiting && x.has_round;
+    if (explicit_leave) {
+      bool ok = out.sends.size() == 1 && out.sends[0].to == c;
+      const auto* l = ok ? std::get_if<proto::left>(&out.sends[0].msg) : nullptr;
+      if (!l)
+        fail("LEAVE must get exactly one LEFT", out);
+      else if (expect_named ? (l->name != x.b.second || l->gen != x.gen) : (!l->name.empty() || l->gen != 0))
+        fail("LEFT names the wrong round", out);
+    } else if (!out.sends.empty()) {
+      fail("a closed connection must cause no messages", out);
+    }
+    if (x.waiting && x.has_round) {
+      if (round_m* r = round_of(x)) {
+        if (x.member && !r->complete && !r->durable.count(c)) r->present.erase(c);
+        if (!x.member) r->deciders.erase(c);
+      }
+    }
+    x.gone = true;
+    x.waiting = false;
+    ++stats_.leaves;
+    after(now);
+  }
+
+  void prune(millis now, millis max_idle) {
+    history_.push_back("prune " + std::to_string(now) + " " + std::to_string(max_idle));
+    std::size_t removed = bs_.prune(now, max_idle);
+    std::size_t forgotten = 0;
+    for (auto& [k, b] : barriers_) {
+      if (!b.exists) continue;
+      if (!bs_.status(proto::status_req{k.first, k.second, false}, now).barriers.empty()) continue;
+      ++forgotten;
+      for (const auto& [c, m] : conns_)
+        if (m.waiting && !m.gone && m.has_round && m.b == k && m.epoch == b.epoch)
+          fail_(fmt_history() + "prune forgot " + k.first + "/" + k.second + " while connection " +
+                std::to_string(c) + " waits on it");
+      b = barrier_m{};
+      b.epoch = ++epochs_;
+    }
+    if (forgotten != removed)
+      fail_(fmt_history() + "prune said " + std::to_string(removed) + " but " + std::to_string(forgotten) +
+            " barriers are gone");
+    stats_.pruned += static_cast<int>(removed);
+    after(now);
+  }
+
+  /// Ends the run: every waiting connection gets exactly one SHUTDOWN.
+  void shutdown() {
+    output out;
+    bs_.shutdown("bye", out);
+    std::set<conn_id> want, got;
+    for (const auto& [c, m] : conns_)
+      if (m.waiting && !m.gone) want.insert(c);
+    for (const auto& e : out.sends) {
+      if (!std::holds_alternative<proto::shutdown>(e.msg)) fail("shutdown sent something else", out);
+      if (!got.insert(e.to).second) fail("SHUTDOWN twice to one connection", out);
+    }
+    if (want != got) fail("SHUTDOWN must reach exactly the waiting connections", out);
+    if (bs_.active()) fail_("active() after shutdown");
+  }
+
+ private:
+  enum class req { none, arrive, decide, abort };
+  using bkey = std::pair<std::string, std::string>;  // scope, name
+  using vpair = std::pair<verdict, std::string>;
+  struct round_m {
+    opt_u32 n;
+    std::set<conn_id> present, durable, deciders;
+    std::optional<vpair> decided, released;
+    bool complete = false, aborted = false;
+  };
+  struct barrier_m {
+    std::uint64_t epoch = 0;
+    bool exists = false, aborted = false;
+    std::map<std::uint64_t, round_m> rounds;
+  };
+  struct conn_m {
+    req what = req::none;
+    bkey b;
+    std::uint64_t epoch = 0, gen = 0;
+    bool has_round = false, member = false, chief = false, wait = false;
+    verdict v = verdict::none;
+    std::string message;
+    int finals = 0;
+    bool waiting = false, gone = false, errored = false;
+  };
+  using round_id = std::tuple<std::string, std::string, std::uint64_t, std::uint64_t>;
+
+  static bool is_err(const proto::reply& r, proto::error_kind k) {
+    const auto* e = std::get_if<proto::error_reply>(&r);
+    return e && e->kind == k;
+  }
+  static std::string fmt_req(conn_id c, std::string line) {
+    line.pop_back();
+    return std::to_string(c) + ": " + line;
+  }
+  std::string fmt_history() const {
+    std::string s = "history (last 40):\n";
+    std::size_t from = history_.size() > 40 ? history_.size() - 40 : 0;
+    for (std::size_t i = from; i < history_.size(); ++i) s += "  " + history_[i] + "\n";
+    return s;
+  }
+  void fail(const std::string& what, const output& out) {
+    std::string s = fmt_history() + "output:\n";
+    for (const auto& e : out.sends) s += "  -> " + std::to_string(e.to) + ": " + proto::format_reply(e.msg);
+    fail_(s + "violation: " + what);
+  }
+
+  conn_m& begin(conn_id c, req what, bkey b) {
+    conn_m& x = conns_[c];
+    x.what = what;
+    x.b = std::move(b);
+    x.has_round = x.member = x.chief = x.wait = x.errored = x.waiting = false;
+    x.finals = 0;
+    return x;
+  }
+  barrier_m& touch(const bkey& k) {
+    barrier_m& b = barriers_[k];
+    if (!b.exists) {
+      b.exists = true;
+      if (b.epoch == 0) b.epoch = ++epochs_;
+    }
+    return b;
+  }
+  round_m& round(const bkey& k, std::uint64_t gen) { return barriers_[k].rounds[gen]; }
+  round_m* round_of(const conn_m& x) {
+    auto it = barriers_.find(x.b);
+    if (!x.has_round || it == barriers_.end() || it->second.epoch != x.epoch) return nullptr;
+    return &it->second.rounds[x.gen];
+  }
+  round_id rid(const conn_m& x) const { return {x.b.first, x.b.second, x.epoch, x.gen}; }
+  void final_reply(conn_m& x, conn_id c, const output& out) {
+    if (++x.finals > 1) fail("two final replies to connection " + std::to_string(c) + " for one request", out);
+    x.waiting = false;
+  }
+  void join(conn_m& x, const bkey& k, std::uint64_t gen) {
+    x.b = k;
+    x.gen = gen;
+    x.epoch = barriers_[k].epoch;
+    x.has_round = true;
+  }
+
+  void process(conn_id actor, const output& out) {
+    std::map<round_id, std::uint32_t> member_finals;
+    std::vector<std::pair<round_id, std::uint32_t>> delivered;
+    std::set<round_id> released_now;
+    std::uint32_t abort_members = 0;
+    opt_u32 notified;
+    conn_m& a = conns_[actor];
+    for (const auto& e : out.sends) {
+      auto it = conns_.find(e.to);
+      if (it == conns_.end()) {
+        fail("a message to a connection that never spoke", out);
+        continue;
+      }
+      conn_m& x = it->second;
+      if (x.gone) fail("a message to connection " + std::to_string(e.to) + " after it left", out);
+      bool to_actor = e.to == actor;
+
+      if (const auto* w = std::get_if<proto::waiting>(&e.msg)) {
+        if (!to_actor || x.what != req::arrive || x.has_round || x.finals) {
+          fail("unexpected WAITING", out);
+          continue;
+        }
+        if (w->name != x.b.second) fail("WAITING for another barrier", out);
+        round_m& r = round(x.b, w->gen);
+        if (r.complete || r.aborted || barriers_[x.b].aborted) fail("WAITING in a finished round", out);
+        if (!w->n) fail("WAITING without n", out);
+        if (!r.present.empty() && r.n && w->n != r.n) fail("WAITING with another n than the round's", out);
+        r.n = w->n;
+        if (!r.present.insert(actor).second) fail("counted twice", out);
+        if (w->arrived != r.present.size())
+          fail("WAITING arrived=" + std::to_string(w->arrived) + " but the model counts " +
+                   std::to_string(r.present.size()),
+               out);
+        join(x, x.b, w->gen);
+        x.member = true;
+        x.waiting = true;
+      } else if (const auto* d = std::get_if<proto::decided>(&e.msg)) {
+        if (!to_actor || x.what != req::decide || x.has_round || x.finals) {
+          fail("unexpected DECIDED", out);
+          continue;
+        }
+        ++stats_.decided;
+        if (!x.b.second.empty() && d->name != x.b.second) fail("DECIDED for another barrier", out);
+        bkey k{x.b.first, d->name};
+        touch(k);
+        if (barriers_[k].aborted) fail("DECIDED on an aborted barrier", out);
+        round_m& r = round(k, d->gen);
+        if (r.aborted || r.released) fail("DECIDED for a finished round", out);
+        if (d->v != x.v) fail("DECIDED with another verdict than asked", out);
+        join(x, k, d->gen);
+        if (d->arrived == r.present.size() + 1) {  // the chief's arrival
+          if (r.complete) fail("a chief's arrival in a complete round", out);
+          for (conn_id p : r.present)
+            if (conns_[p].chief) fail("a second chief in one round", out);
+          r.present.insert(actor);
+          r.durable.insert(actor);
+          x.member = x.chief = true;
+          if (!d->n) fail("DECIDED arrival without n", out);
+          if (r.present.size() > 1 && r.n && d->n != r.n) fail("DECIDED with another n than the round's", out);
+          r.n = d->n;
+          ++stats_.one_step;
+        } else if (d->arrived == r.present.size()) {
+          if (x.wait) r.deciders.insert(actor);
+        } else {
+          fail("DECIDED arrived=" + std::to_string(d->arrived) + " but the model counts " +
+                   std::to_string(r.present.size()),
+               out);
+        }
+        vpair p{x.v, x.message};
+        if (r.decided && *r.decided != p) fail("a second, different verdict was accepted", out);
+        r.decided = p;
+        x.waiting = x.wait;
+      } else if (const auto* h = std::get_if<proto::all_here>(&e.msg)) {
+        round_m* r = round_of(x);
+        if (!r || !x.member || !x.chief || x.what != req::arrive || h->name != x.b.second || h->gen != x.gen) {
+          fail("ALLHERE to a connection that is not the round's waiting chief", out);
+          continue;
+        }
+        ++stats_.allheres;
+        final_reply(x, e.to, out);
+        if (r->aborted) fail("ALLHERE in an aborted round", out);
+        if (!r->n || h->n != *r->n || h->arrived != h->n) fail("ALLHERE with wrong counts", out);
+        if (!r->complete) {
+          if (!r->n || r->present.size() != *r->n)
+            fail("ALLHERE with " + std::to_string(r->present.size()) + " present", out);
+          r->complete = true;
+        }
+        ++member_finals[rid(x)];
+      } else if (const auto* rel = std::get_if<proto::release>(&e.msg)) {
+        round_m* r = round_of(x);
+        if (!r || rel->name != x.b.second || rel->gen != x.gen) {
+          fail("RELEASE to a connection that does not wait on that round", out);
+          continue;
+        }
+        ++stats_.releases;
+        final_reply(x, e.to, out);
+        if (r->aborted) fail("RELEASE in an aborted round", out);
+        if (!x.member && !r->deciders.count(e.to)) fail("RELEASE to a connection that is neither member nor decider", out);
+        if (!r->complete) {
+          if (!r->n || r->present.size() != *r->n)
+            fail("RELEASE with only " + std::to_string(r->present.size()) + " of " +
+                     (r->n ? std::to_string(*r->n) : "?") + " present",
+                 out);
+          r->complete = true;
+        }
+        vpair p{rel->v, rel->message};
+        if (r->released) {
+          if (*r->released != p) fail("two members of one round released with different verdicts", out);
+        } else {
+          r->released = p;
+          if (r->decided ? *r->decided != p : p != vpair{verdict::continue_, ""})
+            fail("RELEASE with a verdict nobody gave", out);
+        }
+        if (x.what == req::decide) {
+          if (!rel->delivered) fail("RELEASE to a decider without delivered=", out);
+          else delivered.emplace_back(rid(x), *rel->delivered);
+          ++stats_.delivered;
+        } else {
+          if (rel->delivered) fail("RELEASE to a member with delivered=", out);
+          ++member_finals[rid(x)];
+        }
+        released_now.insert(rid(x));
+      } else if (const auto* ab = std::get_if<proto::aborted>(&e.msg)) {
+        if (to_actor && x.what == req::abort) {
+          if (!ab->notified) fail("ABORT reply without notified=", out);
+          notified = ab->notified;
+          final_reply(x, e.to, out);
+        } else if (to_actor && x.what == req::arrive) {
+          if (!barriers_[x.b].aborted) fail("ABORTED to an arrival at a barrier that was not aborted", out);
+          final_reply(x, e.to, out);
+        } else {
+          if (a.what != req::abort || !x.has_round || x.b != a.b || ab->gen != x.gen || !x.waiting || ab->notified)
+            fail("ABORTED to a connection that does not wait on the aborted barrier", out);
+          if (x.member) ++abort_members;
+          final_reply(x, e.to, out);
+        }
+      } else if (const auto* er = std::get_if<proto::error_reply>(&e.msg)) {
+        if (!to_actor || (x.what != req::arrive && x.what != req::decide) || out.sends.size() != 1) {
+          fail("an ERR that is not the only reply to the request", out);
+          continue;
+        }
+        if (er->kind == proto::error_kind::aborted && (x.b.second.empty() || !barriers_[x.b].aborted))
+          fail("ERR ABORTED for a barrier that was not aborted", out);
+        if (er->text.empty()) fail("ERR without text", out);
+        ++stats_.errors;
+        final_reply(x, e.to, out);
+        x.errored = true;
+      } else {
+        fail("an unexpected kind of message", out);
+      }
+    }
+    for (const auto& [id, n] : delivered)
+      if (n != member_finals[id])
+        fail("delivered=" + std::to_string(n) + " but " + std::to_string(member_finals[id]) + " members were told", out);
+    if (notified && *notified != abort_members)
+      fail("notified=" + std::to_string(*notified) + " but " + std::to_string(abort_members) + " members were told", out);
+    for (const auto& [c, m] : conns_)
+      if (m.waiting && !m.gone && m.has_round && released_now.count(rid(m)))
+        fail("connection " + std::to_string(c) + " was not released with its round", out);
+  }
+
+  void after(millis now) {
+    bool waiting = false;
+    for (const auto& [c, m] : conns_) waiting = waiting || (m.waiting && !m.gone);
+    if (bs_.active() != waiting)
+      fail_(fmt_history() + "active() is " + (bs_.active() ? "true" : "false") + " but the model says " +
+            (waiting ? "true" : "false"));
+    std::size_t exist = 0;
+    for (auto& [k, b] : barriers_) {
+      if (!b.exists) continue;
+      ++exist;
+      for (auto& [g, r] : b.rounds)
+        if (!b.aborted && !r.complete && r.n && !r.present.empty() && r.present.size() >= *r.n)
+          fail_(fmt_history() + "round " + k.second + "#" + std::to_string(g) + " has all " + std::to_string(*r.n) +
+                " present but was not completed");
+      check_status(k, b, now);
+    }
+    if (bs_.barrier_count() != exist)
+      fail_(fmt_history() + "barrier_count() is " + std::to_string(bs_.barrier_count()) + ", the model has " +
+            std::to_string(exist));
+  }
+
+  static std::optional<std::set<std::uint32_t>> parse_ranges(const std::string& s) {
+    std::set<std::uint32_t> out;
+    if (s.ends_with("+")) return std::nullopt;  // cut: not checkable
+    std::stringstream in(s);
+    std::string part;
+    while (std::getline(in, part, ',')) {
+      auto dash = part.find('-');
+      std::uint32_t lo = static_cast<std::uint32_t>(std::stoul(part.substr(0, dash)));
+      std::uint32_t hi = dash == std::string::npos ? lo : static_cast<std::uint32_t>(std::stoul(part.substr(dash + 1)));
+      for (std::uint32_t i = lo; i <= hi; ++i) out.insert(i);
+    }
+    return out;
+  }
+
+  void check_status(const bkey& k, barrier_m& b, millis now) {
+    auto st = bs_.status(proto::status_req{k.first, k.second, true}, now);
+    auto bad = [&](const std::string& what) { fail_(fmt_history() + "STATUS " + k.second + ": " + what); };
+    if (st.barriers.empty()) return bad("an existing barrier is missing");
+    if (b.aborted) {
+      if (st.barriers.size() != 1 || st.barriers[0].state != "aborted") bad("an aborted barrier not shown as aborted");
+      return;
+    }
+    std::size_t open = 0;
+    for (const auto& info : st.barriers) {
+      if (info.scope != k.first || info.name != k.second) bad("another barrier listed");
+      round_m& r = b.rounds[info.gen];
+      if (info.arrived != r.present.size())
+        bad("arrived=" + std::to_string(info.arrived) + " but the model counts " + std::to_string(r.present.size()));
+      if (info.state == "gathered") {
+        if (!r.complete || r.released) bad("gathered, but the model disagrees");
+        if (!info.chief) bad("gathered without chief");
+      } else if (info.state == "open") {
+        ++open;
+        if (r.complete) bad("a complete round shown as open");
+      } else {
+        bad("state=" + info.state);
+      }
+      bool chief_present = false;
+      for (conn_id p : r.present) chief_present = chief_present || conns_[p].chief;
+      if (info.chief != chief_present) bad("chief flag disagrees with the model");
+      if (info.v != (r.decided ? r.decided->first : verdict::none)) bad("verdict disagrees with the model");
+      if (!r.present.empty() && info.n != r.n) bad("n disagrees with the model");
+      if (info.age_ms < 0) bad("negative age");
+      // MEMBER and MISSING agree with each other.
+      if (info.members.size() != std::min<std::size_t>(info.arrived, proto::max_member_lines)) bad("MEMBER count");
+      bool all_ranked = true;
+      std::set<std::uint32_t> ranks;
+      for (std::size_t i = 0; i < info.members.size(); ++i) {
+        const auto& m = info.members[i];
+        if (i && info.members[i - 1].rank.value_or(UINT32_MAX) > m.rank.value_or(UINT32_MAX)) bad("MEMBER not sorted");
+        if (m.age_ms < 0) bad("negative member age");
+        if (!m.rank) all_ranked = false;
+        else if (!ranks.insert(*m.rank).second) bad("a rank held twice");
+        else if (info.n && *m.rank >= *info.n) bad("a rank beyond n");
+      }
+      if (info.missing.has_value() != (info.n.has_value() && all_ranked)) bad("MISSING present when it should not be, or absent");
+      if (info.missing && info.arrived <= proto::max_member_lines) {
+        if (auto missing = parse_ranges(*info.missing)) {
+          for (std::uint32_t m : *missing)
+            if (ranks.count(m)) bad("a present rank listed as missing");
+          if (missing->size() + ranks.size() != *info.n) bad("MEMBER and MISSING do not add up to n");
+        }
+      }
+    }
+    if (open != 1) bad("not exactly one open round");
+  }
+
+  barrier_set& bs_;
+  fail_fn fail_;
+  conn_id next_ = 1;
+  std::uint64_t epochs_ = 0;
+  std::map<conn_id, conn_m> conns_;
+  std::map<bkey, barrier_m> barriers_;
+  std::vector<std::string> history_;
+  stats stats_;
+};
+
+TEST(BarrierProperty, RandomSequencesKeepTheInvariants) {
+  const char* names[] = {"a", "b", "c"};
+  const char* scopes[] = {"s", "t"};
+  const char* messages[] = {"", "m1", "loss diverged"};
+  checker::stats total;
+  for (unsigned seed = 1; seed <= 400; ++seed) {
+    barrier_set bs;
+    std::string failure;
+    checker ck(bs, [&](const std::string& m) {
+      if (failure.empty()) failure = m;
+    });
+    std::mt19937 rng(seed);
+    auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+    millis now = 0;
+    // Each name mostly has one n, so that rounds fill up; sometimes another, to cause conflicts.
+    std::map<std::string, std::uint32_t> usual_n;
+    for (const char* nm : names) usual_n[nm] = static_cast<std::uint32_t>(1 + pick(4));
+    auto some_n = [&](const std::string& nm) -> opt_u32 {
+      int p = pick(10);
+      if (p < 2) return none;
+      if (p < 9) return usual_n[nm];
+      return static_cast<std::uint32_t>(1 + pick(4));
+    };
+    auto some_rank = [&](opt_u32 n) -> opt_u32 {
+      if (pick(2)) return none;
+      auto r = static_cast<std::uint32_t>(pick(4));
+      if (n && r >= *n) return none;  // parse_request refuses rank >= n
+      return r;
+    };
+    int step = 0;
+    for (; step < 300 && failure.empty(); ++step) {
+      now += pick(40);
+      int op = pick(100);
+      std::string scope = scopes[pick(2)], name = names[pick(3)];
+      if (op < 42) {
+        proto::arrive a;
+        a.scope = scope;
+        a.name = name;
+        a.id = "x";
+        a.n = some_n(name);
+        a.rank = some_rank(a.n);
+        a.chief = pick(7) == 0;
+        auto retry = ck.retry_conns();
+        conn_id c = !retry.empty() && pick(4) == 0 ? retry[static_cast<std::size_t>(pick(static_cast<int>(retry.size())))]
+                                                   : ck.fresh();
+        ck.arrive(c, a, now);
+      } else if (op < 57) {
+        proto::decide d;
+        d.scope = scope;
+        d.name = pick(4) == 0 ? "" : name;
+        d.id = "x";
+        d.v = pick(2) ? verdict::stop : verdict::continue_;
+        d.message = messages[pick(3)];
+        d.n = pick(2) ? some_n(name) : none;
+        d.rank = some_rank(d.n);
+        d.wait = pick(4) != 0;
+        ck.decide(ck.fresh(), d, now);
+      } else if (op < 90) {
+        auto open = ck.open_conns();
+        if (open.empty()) continue;
+        ck.leave(open[static_cast<std::size_t>(pick(static_cast<int>(open.size())))], pick(3) == 0, now);
+      } else if (op < 93) {
+        ck.abort(ck.fresh(), proto::abort_req{scope, name, messages[pick(3)]}, now);
+      } else if (op < 96) {
+        ck.prune(now, 100 + pick(400));
+      } else {
+        now += 100 + pick(500);
+      }
+    }
+    if (failure.empty()) ck.shutdown();
+    ASSERT_EQ(failure, "") << "seed " << seed << ", step " << step;
+    const auto& s = ck.counts();
+    total.releases += s.releases;
+    total.allheres += s.allheres;
+    total.decided += s.decided;
+    total.aborts += s.aborts;
+    total.errors += s.errors;
+    total.leaves += s.leaves;
+    total.pruned += s.pruned;
+    total.one_step += s.one_step;
+    total.delivered += s.delivered;
+  }
+  // The random walk reached every rule.
+  EXPECT_GT(total.releases, 1000);
+  EXPECT_GT(total.allheres, 50);
+  EXPECT_GT(total.decided, 500);
+  EXPECT_GT(total.one_step, 100);
+  EXPECT_GT(total.delivered, 100);
+  EXPECT_GT(total.aborts, 100);
+  EXPECT_GT(total.errors, 500);
+  EXPECT_GT(total.pruned, 50);
+  EXPECT_GT(total.leaves, 1000);
+}
+
+}  // namespace
+}  // namespace tfb
