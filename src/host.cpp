@@ -430,7 +430,7 @@ void session::handle_line(const std::string& line) {
     auto* a = std::get_if<proto::auth_req>(&req);
     const auto& secret = *srv_.opts().secret;
     if (!a || !auth::equal(a->proof, auth::client_proof(secret, client_nonce_, host_nonce_))) {
-      refuse_auth(a ? "wrong secret: the participant's secret file differs from the host's"
+      refuse_auth(a ? "wrong proof: the participant's secret differs from the host's (or it replayed an old handshake)"
                     : "expected AUTH after HELLO");
       return;
     }

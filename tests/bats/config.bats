@@ -4,6 +4,7 @@
 # and bad values (exit 2, naming the variable). No cluster: every command runs
 # under `env -i` with exactly the variables the test gives, so nothing from the
 # caller's environment (a CI job inside Slurm, say) leaks in.
+# shellcheck disable=SC2154  # $stderr is set by `run --separate-stderr`
 load helpers
 
 setup() {
@@ -242,9 +243,9 @@ slurm_step=(SLURM_JOB_ID=4242 SLURM_STEP_NUM_TASKS=6 SLURM_PROCID=3 SLURM_STEP_N
 @test "IPv6: TFBARRIER_ADDR with brackets, TFBARRIER_HOST without" {
   cfg TFBARRIER_ADDR='[fd00::1]:9000'
   assert_success
-  has_fields addr=[fd00::1]:9000 host=fd00::1 port=9000
+  has_fields 'addr=[fd00::1]:9000' host=fd00::1 port=9000
   cfg TFBARRIER_HOST=fd00::2 TFBARRIER_PORT=9001
-  has_fields addr=[fd00::2]:9001 host=fd00::2
+  has_fields 'addr=[fd00::2]:9001' host=fd00::2
 }
 
 # ---------------------------------------------------------------- bad values

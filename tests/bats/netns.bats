@@ -27,7 +27,7 @@ teardown_file() {
 setup() {
   if [ -n "${ROOT_SKIP:-}" ]; then skip "$ROOT_SKIP"; fi
   setup_common
-  cd "$BATS_TEST_TMPDIR"
+  cd "$BATS_TEST_TMPDIR" || return
   BG_PIDS=()
   # A later change makes serve refuse non-loopback addresses without
   # authentication unless --insecure is given; pass it only where it exists.
@@ -59,8 +59,7 @@ start_ns_host() {
     "$TFB" serve --listen 10.231.0.1:0 "${INSECURE[@]}" >host.out 2>"$HOST_LOG" 3>&- &
   HOST_PID=$!
   HOST_PIDS+=("$HOST_PID")
-  local i
-  for i in $(seq 200); do
+  for _ in $(seq 200); do
     if grep -q '^TFBARRIER_ADDR=10.231.0.1:' host.out; then
       PORT=$(sed -n 's/^TFBARRIER_ADDR=10\.231\.0\.1://p' host.out)
       [ "$(ip netns identify "$HOST_PID")" = tfb-node1 ]
@@ -108,8 +107,8 @@ expect_exit() {
 # arrived_is COUNT [seconds]: waits until barrier x holds COUNT arrivals, asking
 # the host from tfb-node2.
 arrived_is() {
-  local count=$1 limit=${2:-10} i
-  for i in $(seq $((limit * 10))); do
+  local count=$1 limit=${2:-10}
+  for _ in $(seq $((limit * 10))); do
     if tfb_in node2 status --addr "node1:$PORT" --name x --json --connect-timeout 2s 2>/dev/null |
         grep -q "\"arrived\": $count,"; then
       return 0

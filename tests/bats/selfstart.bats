@@ -5,11 +5,12 @@
 # TFBARRIER_PORT is a free port, so nothing on 7727 is touched, and each test
 # has its own TMPDIR, so the log is its own. Participants run under `env -i`
 # with only the variables named here.
+# shellcheck disable=SC2154  # $stderr is set by `run --separate-stderr`
 load helpers
 
 setup() {
   setup_common
-  cd "$BATS_TEST_TMPDIR"
+  cd "$BATS_TEST_TMPDIR" || return
   PORT=$(free_port)
   LOG=$BATS_TEST_TMPDIR/tfbarrier-serve-$(id -u).log
   BG_PIDS=()
@@ -30,12 +31,12 @@ self_started_pids() {
 # Ends the hosts this test started (and only those: the pid must still be a
 # `serve --listen 127.0.0.1:PORT --self-started`), bounded to 5 s.
 stop_self_started() {
-  local pid i
+  local pid
   for pid in $(self_started_pids); do
     tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "serve --listen 127.0.0.1:$PORT .*--self-started" ||
       continue
     kill "$pid" 2>/dev/null || true
-    for i in $(seq 50); do
+    for _ in $(seq 50); do
       kill -0 "$pid" 2>/dev/null || break
       sleep 0.1
     done

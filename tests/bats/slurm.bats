@@ -33,7 +33,7 @@ setup() {
     case $v in SLURM_* | SLURMD_* | SBATCH_* | SRUN_* | SALLOC_*) unset "$v" ;; esac
   done
   # The tasks' cwd is srun's; the self-started hosts log to $TMPDIR/tfbarrier-serve-UID.log.
-  cd "$BATS_TEST_TMPDIR"
+  cd "$BATS_TEST_TMPDIR" || return
   export TMPDIR=$BATS_TEST_TMPDIR
   HOST_LOG=$BATS_TEST_TMPDIR/tfbarrier-serve-$(id -u).log
   BG_PIDS=()
@@ -56,11 +56,11 @@ self_started_pids() {
 # Self-started hosts outlive their job (they are detached, and exit after 10 minutes
 # idle). End those of this test, only if the pid is still such a host; bounded.
 stop_self_started() {
-  local pid i
+  local pid
   for pid in $(self_started_pids); do
     tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- ' serve --listen .* --self-started' || continue
     kill "$pid" 2>/dev/null || true
-    for i in $(seq 50); do
+    for _ in $(seq 50); do
       kill -0 "$pid" 2>/dev/null || break
       sleep 0.1
     done
@@ -87,8 +87,8 @@ walk("", json.load(open(sys.argv[1])))
 # wait_job JOBID SECONDS: polls squeue (bounded) until the job has left the queue,
 # then prints `JobState=... ExitCode=...` from scontrol. Cancels it on timeout.
 wait_job() {
-  local jid=$1 limit=$2 i
-  for i in $(seq $((limit * 5))); do
+  local jid=$1 limit=$2
+  for _ in $(seq $((limit * 5))); do
     if [ -z "$(timeout -k 5 5 "$INFRA/slurm-client.sh" squeue -h -j "$jid" 2>/dev/null || echo queued)" ]; then
       timeout -k 5 5 "$INFRA/slurm-client.sh" scontrol -o show job "$jid" |
         grep -o 'JobState=[A-Z_]* \|ExitCode=[0-9:]*' | tr -d '\n'
@@ -192,7 +192,7 @@ warnings=[]"
   done
   BG_PIDS=()
 
-  jids=($(ls cfg-*-0.json | sed 's/^cfg-\([0-9]*\)-0\.json$/\1/' | sort -n))
+  mapfile -t jids < <(printf '%s\n' cfg-*-0.json | sed 's/^cfg-\([0-9]*\)-0\.json$/\1/' | sort -n)
   assert_equal "${#jids[@]}" 2
   [ "${jids[0]}" != "${jids[1]}" ]
   for jid in "${jids[@]}"; do

@@ -1,0 +1,112 @@
+#!/usr/bin/env bats
+# Authentication: shared secrets, a fake host, replays, MUNGE and another uid.
+
+setup() {
+  load helpers
+  setup_common
+  SECRET=$BATS_TEST_TMPDIR/secret
+  "$TFB" secret --file "$SECRET" >/dev/null
+}
+teardown() { teardown_common; }
+
+@test "tfbarrier secret writes a 0600 file and refuses to overwrite it without --force" {
+  run stat -c %a "$SECRET"
+  assert_output 600
+  run -2 "$TFB" secret --file "$SECRET"
+  assert_output --partial "exists already; pass --force"
+  run -0 "$TFB" secret --file "$SECRET" --force
+}
+
+@test "participants with the host's secret are released" {
+  start_host --secret-file "$SECRET"
+  run -0 timeout 20 "$TFB" wait --name a --n 1 --secret-file "$SECRET"
+  grep -q "authentication: shared secret" "$HOST_LOG"
+}
+
+@test "a participant without the secret is refused with exit 77 and told what to do" {
+  start_host --secret-file "$SECRET"
+  run -77 timeout 20 "$TFB" wait --name a --n 1
+  assert_output --partial "requires authentication"
+  assert_output --partial "--secret-file"
+}
+
+@test "a participant with a different secret is refused with exit 77" {
+  start_host --secret-file "$SECRET"
+  "$TFB" secret --file "$BATS_TEST_TMPDIR/other" >/dev/null
+  run -77 timeout 20 "$TFB" wait --name a --n 1 --secret-file "$BATS_TEST_TMPDIR/other"
+  assert_output --partial "could not prove it knows the secret"
+}
+
+@test "a secret file that others can read is refused, with the chmod that fixes it" {
+  chmod 644 "$SECRET"
+  run -77 "$TFB" serve --listen 127.0.0.1:0 --secret-file "$SECRET"
+  assert_output --partial "chmod 600"
+  run -77 timeout 20 "$TFB" wait --name a --n 1 --secret-file "$SECRET" --connect-timeout 1s
+  assert_output --partial "can be read by others"
+}
+
+@test "a participant with a secret refuses a host that does not authenticate (a fake host)" {
+  start_host --insecure
+  run -77 timeout 20 "$TFB" wait --name a --n 1 --secret-file "$SECRET"
+  assert_output --partial "refusing a host that could be a fake"
+}
+
+@test "the default secret file in the home directory is used by host and participants alike" {
+  "$TFB" secret >/dev/null
+  [ -f "$HOME/.tfbarrier/secret" ]
+  start_host
+  grep -q "authentication: shared secret" "$HOST_LOG"
+  run -0 timeout 20 "$TFB" wait --name a --n 1
+}
+
+@test "a replayed handshake is refused" {
+  start_host --secret-file "$SECRET"
+  run -0 /usr/bin/python3 "$BATS_TEST_DIRNAME/../tools/replay.py" 127.0.0.1 "${TFBARRIER_ADDR##*:}" "$SECRET"
+  assert_line --partial "first: PONG mac="
+  assert_line --partial "replayed: ERR AUTH :wrong proof"
+}
+
+@test "a line with a bad MAC after the handshake ends the connection" {
+  start_host --secret-file "$SECRET"
+  run /usr/bin/python3 - 127.0.0.1 "${TFBARRIER_ADDR##*:}" "$SECRET" <<'PY'
+import hashlib, hmac, socket, sys
+host, port, sf = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+k = open(sf).read().strip().encode(); cn = "ab" * 16
+s = socket.create_connection((host, port), timeout=5); f = s.makefile("rwb")
+f.write(f"HELLO v=1 host=t pid=1 nonce={cn}\n".encode()); f.flush()
+hn = dict(t.split("=", 1) for t in f.readline().decode().split()[1:])["nonce"]
+p = hmac.new(k, f"tfbarrier-client-proof\n{cn}\n{hn}".encode(), hashlib.sha256).hexdigest()
+f.write(f"AUTH proof={p}\nSTATUS mac={'0'*32} scope=*\n".encode()); f.flush()
+print(f.readline().decode().strip())
+PY
+  assert_output --regexp "^ERR (mac=[0-9a-f]+ )?AUTH :a line without a valid MAC"
+}
+
+@test "serve beyond loopback without a secret makes one on first use (or uses MUNGE)" {
+  run -0 timeout 10 "$TFB" serve --listen 0.0.0.0:0 --idle-exit 200ms --no-munge
+  assert_output --partial "created the shared secret $HOME/.tfbarrier/secret"
+  run stat -c %a "$HOME/.tfbarrier/secret"
+  assert_output 600
+}
+
+munge_up() { [ -S /run/munge/munge.socket.2 ] && munge -n >/dev/null 2>&1; }
+
+@test "with munged running, a host beyond loopback accepts its own uid and refuses another uid" {
+  [ "$(id -u)" -eq 0 ] || skip "needs root to start munged and to run as another user"
+  if ! munge_up; then
+    command -v munged >/dev/null || skip "munge is not installed (scripts/deps test installs it)"
+    install -d -o munge -g munge -m 0755 /run/munge
+    runuser -u munge -- /usr/sbin/munged
+    MUNGED_STARTED=1
+  fi
+  munge_up
+  id tfbtest >/dev/null 2>&1 || useradd -M -s /bin/sh tfbtest
+  "$TFB" serve --listen 0.0.0.0:0 >"$BATS_TEST_TMPDIR/out" 2>"$BATS_TEST_TMPDIR/log" 3>&- &
+  HOST_PIDS+=($!)
+  for i in $(seq 100); do grep -q TFBARRIER_ADDR "$BATS_TEST_TMPDIR/out" && break; sleep 0.05; done
+  port=$(sed -n 's/.*://p' "$BATS_TEST_TMPDIR/out")
+  grep -q "authentication: MUNGE" "$BATS_TEST_TMPDIR/log"
+  run -0 timeout 20 env TFBARRIER_ADDR=127.0.0.1:$port "$TFB" wait --name m --n 1
+  run -77 timeout 20 runuser -u tfbtest -- env HOME=/tmp TFBARRIER_ADDR=127.0.0.1:$port "$TFB" wait --name m --n 1
+  assert_output --partial "MUNGE"
+}
