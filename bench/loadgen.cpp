@@ -648,7 +648,12 @@ class worker {
     auto unexpected = [&] { fail(c, "unexpected line", line.c_str()); };
     switch (c.s) {
       case state::greeting: {
-        if (!std::holds_alternative<proto::hello_reply>(*rep)) return unexpected();
+        auto* hr = std::get_if<proto::hello_reply>(&*rep);
+        if (!hr) return unexpected();
+        if (hr->auth != "none")
+          return fail(c, "the host wants authentication, which this load generator does not speak; start it with "
+                         "no secret (TFBARRIER_SECRET_FILE=/nonexistent tfbarrier serve --listen 127.0.0.1:0)",
+                      line.c_str());
         c.greeted = true;
         if (c.r == role::held) {
           c.s = state::held_ready;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <deque>
 #include <fmt/format.h>
+#include <algorithm>
 #include <random>
 
 #include "auth.h"
@@ -411,6 +412,26 @@ std::string join_members(const proto::barrier_info& b) {
   return s;
 }
 
+/// How the missing ones left: "rank 4 disconnected 5s ago (node2 pid 77)"; others never arrived.
+std::string describe_gone(const proto::barrier_info& b) {
+  std::string s;
+  std::vector<std::string> seen;
+  for (auto it = b.gone.rbegin(); it != b.gone.rend(); ++it) {
+    const auto& g = *it;
+    // A rank that came back is present again; a rank that left twice is told once (the latest).
+    bool present = std::any_of(b.members.begin(), b.members.end(),
+                               [&](const auto& m) { return g.rank && m.rank == g.rank; });
+    std::string who = g.rank ? fmt::format("rank {}", *g.rank) : fmt::format("{} pid {}", g.host, g.pid);
+    if (present || std::find(seen.begin(), seen.end(), who) != seen.end()) continue;
+    seen.push_back(who);
+    std::string how = g.how == "unresponsive" ? "stopped answering (unreachable or stopped)" : g.how;
+    s += fmt::format("{}{} {} {} ago ({} pid {})", s.empty() ? "" : ", ", who, how,
+                     format_duration(duration(g.ago_ms)), g.host, g.pid);
+  }
+  if (s.empty()) return b.missing && !b.missing->empty() ? "; the missing never arrived" : "";
+  return "; left: " + s + (b.missing ? "; the other missing never arrived" : "");
+}
+
 /// Shared by wait and decide: periodic progress and a withdrawing timeout.
 class waiter {
  public:
@@ -463,6 +484,7 @@ class waiter {
         text += fmt::format(": {}/{} arrived", last_->arrived, last_->n ? std::to_string(*last_->n) : "?");
         if (last_->missing) text += fmt::format("; missing ranks {}", *last_->missing);
         if (!last_->members.empty()) text += fmt::format("; arrived: {}", join_members(*last_));
+        text += describe_gone(*last_);
       }
       return std::optional<outcome>{outcome{exit_code::timed_out, "", text}};
     }

@@ -275,6 +275,14 @@ nlohmann::json status_json(const proto::status_reply& st) {
                     {"chief", m.chief},
                     {"age_ms", m.age_ms}});
     j["members"] = ms;
+    nlohmann::json gone = nlohmann::json::array();
+    for (const auto& g : b.gone)
+      gone.push_back({{"rank", g.rank ? nlohmann::json(*g.rank) : nlohmann::json(nullptr)},
+                      {"host", g.host},
+                      {"pid", g.pid},
+                      {"how", g.how},
+                      {"ago_ms", g.ago_ms}});
+    j["gone"] = gone;
     j["reason"] = b.reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(b.reason);
     bs.push_back(std::move(j));
   }
@@ -312,6 +320,10 @@ int run_status(const status_options& o) {
       for (const auto& m : b.members)
         fmt::print("    {:<10} {} pid {}{}, arrived {} ago\n", m.rank ? fmt::format("rank {}", *m.rank) : "no rank",
                    m.host, m.pid, m.chief ? " (chief)" : "", format_duration(duration(m.age_ms)));
+    if (!o.name.empty())
+      for (const auto& g : b.gone)
+        fmt::print("    {:<10} {} pid {}: {} {} ago\n", g.rank ? fmt::format("rank {}", *g.rank) : "no rank", g.host,
+                   g.pid, g.how, format_duration(duration(g.ago_ms)));
   }
   return 0;
 }
