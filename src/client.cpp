@@ -259,7 +259,11 @@ class engine {
           auto rep = reader.feed(*l, err);
           if (!err.empty()) {
             finish(outcome{exit_code::protocol, "",
-                           fmt::format("the host at {} sent a line this client does not understand: {}", o_.addr, err)});
+                           greeted ? fmt::format("the host at {} sent a line this client does not understand: {}",
+                                                 o_.addr, err)
+                                   : fmt::format("the program at {} is not a tfbarrier host ({}); if another program "
+                                                 "has that port, set TFBARRIER_PORT or --addr",
+                                                 o_.addr, err)});
             co_return std::string();
           }
           if (!rep) continue;
@@ -270,7 +274,10 @@ class engine {
           if (!greeted) {
             auto* hr = std::get_if<proto::hello_reply>(&*rep);
             if (!hr) {
-              finish(outcome{exit_code::protocol, "", fmt::format("the host at {} did not greet with HELLO", o_.addr)});
+              finish(outcome{exit_code::protocol, "",
+                             fmt::format("the program at {} is not a tfbarrier host (it did not greet with HELLO); "
+                                         "if another program has that port, set TFBARRIER_PORT or --addr",
+                                         o_.addr)});
               co_return std::string();
             }
             if (hr->auth != "none" && pipelined_) {

@@ -586,7 +586,8 @@ bool server::listen(std::string& error) {
   if (ec) {
     error = fmt::format("cannot listen on {}: {}", opts_.listen, ec.message());
     if (ec == asio::error::address_in_use)
-      error += "; another host (or program) has that port: pick another with --listen HOST:PORT (port 0 picks a free one)";
+      error += "; another host (or program) has that port: pick another with --listen HOST:PORT (port 0 picks a "
+               "free one), or in a job set TFBARRIER_PORT";
     return false;
   }
   auto local = acceptor_.local_endpoint(ec);

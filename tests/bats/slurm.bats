@@ -134,6 +134,23 @@ warnings=[]"
   done
 }
 
+@test "the batch script itself is not a task: host from SLURM_JOB_NODELIST, n from SLURM_NTASKS, no rank" {
+  jid=$(timeout -k 5 15 "$INFRA/slurm-client.sh" sbatch --parsable -N3 -n6 --ntasks-per-node=2 \
+    -o "$BATS_TEST_TMPDIR/batch.json" -e "$BATS_TEST_TMPDIR/batch.err" --wrap "'$TFB' config --json")
+  run -0 wait_job "$jid" 60
+  assert_output "JobState=COMPLETED ExitCode=0:0"
+  run -0 fields batch.json
+  assert_line launcher=slurm
+  assert_line "addr=node1:$(port_of "$jid")"
+  assert_line source.host=derived:SLURM_JOB_NODELIST
+  assert_line n=6
+  assert_line source.n=env:SLURM_NTASKS
+  assert_line rank=null
+  assert_line "scope=slurm-$jid.0"
+  assert_line node=node1
+  assert_line --partial 'warnings=["SLURM_PROCID is ignored outside an srun step'
+}
+
 @test "epochs.sbatch: six tasks on three nodes run epochs 1..STOP_AT and stop together; the host started itself on node1" {
   # STOP_AT is not the script's default (3): it must come through sbatch's environment.
   export TFBARRIER=$TFB STOP_AT=4 EPOCHS=6 TRAIN_S=0.2

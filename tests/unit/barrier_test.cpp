@@ -1215,7 +1215,7 @@ class checker {
   }
 
  private:
-  enum class req { none, arrive, decide, abort };
+  enum class req { idle, arrive, decide, abort };
   using bkey = std::pair<std::string, std::string>;  // scope, name
   using vpair = std::pair<verdict, std::string>;
   struct round_m {
@@ -1230,7 +1230,7 @@ class checker {
     std::map<std::uint64_t, round_m> rounds;
   };
   struct conn_m {
-    req what = req::none;
+    req what = req::idle;
     bkey b;
     std::uint64_t epoch = 0, gen = 0;
     bool has_round = false, member = false, chief = false, wait = false;

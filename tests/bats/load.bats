@@ -1,0 +1,45 @@
+#!/usr/bin/env bats
+# The load generator (bench/loadgen.cpp) against a real host: 2,000
+# participants over 2,000 TCP connections from 64 loopback source addresses.
+# A correctness test, not a timed one: every participant is released exactly
+# once, with the right verdict, and none before the last ARRIVE was sent; the
+# rounds follow each other (gen G, G+1, ...). The figures it prints are not
+# checked (docs/performance.md has those).
+load helpers
+
+setup() {
+  setup_common
+  LOADGEN=${TFBARRIER_LOADGEN:-$BATS_TEST_DIRNAME/../../build/test/bench/tfb_loadgen}
+  [ -x "$LOADGEN" ] || { echo "load generator not found at $LOADGEN (set TFBARRIER_LOADGEN)" >&2; return 1; }
+}
+
+teardown() {
+  teardown_common
+}
+
+@test "load: 2,000 participants, two rounds without a chief, each released exactly once" {
+  start_host --quiet
+  run -0 timeout 120 "$LOADGEN" --addr "$TFBARRIER_ADDR" --participants 2000 --rounds 2 --host-pid "$HOST_PID" \
+    --timeout 60
+  assert_output --partial "2 round(s) of 2000 participants correct"
+  assert_line --regexp '^RESULT round=1 m=2000 mode=protocol verdict=none .* released=2000 .* ok=1$'
+  assert_line --regexp '^RESULT round=2 m=2000 mode=protocol verdict=none .* released=2000 .* ok=1$'
+  kill -0 "$HOST_PID"  # the host is still up
+}
+
+@test "load: 2,000 participants over two worker processes, with a round that takes the chief's verdict" {
+  start_host --quiet
+  # Round 1: no chief. Round 2: a chief waits for ALLHERE, then a DECIDE says stop;
+  # the other 1,999 must get RELEASE verdict=stop with its message, the decider delivered=1999.
+  run -0 timeout 120 "$LOADGEN" --addr "$TFBARRIER_ADDR" --participants 2000 --rounds 2 --verdicts none,stop \
+    --workers 2 --host-pid "$HOST_PID" --timeout 60
+  assert_output --partial "2 round(s) of 2000 participants correct"
+  assert_line --regexp '^RESULT round=2 m=2000 mode=protocol verdict=stop workers=2 .* released=1999 .* ok=1$'
+}
+
+@test "load: the load generator notices a wrong release (raw mode against a host that answers too early)" {
+  # A host that answers every line at once is not a barrier: the check must say so.
+  start_host --quiet
+  run -1 timeout 60 "$LOADGEN" --addr "$TFBARRIER_ADDR" --participants 50 --raw --raw-line 'PING' --timeout 10
+  assert_output --partial "WRONG"
+}
