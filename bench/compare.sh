@@ -30,7 +30,6 @@ BUDGET=${BENCH_BUDGET_S:-300}
 TORCH_MIB_PER_PROCESS=${BENCH_TORCH_MIB:-130}
 
 bench_build
-export TFBARRIER_SECRET_FILE=$BENCH_TMP/no-secret  # loopback without a secret: auth=none
 redis_note="" torch_note=""
 need_pkgs redis-server redis-tools || redis_note="not run: redis-server could not be installed"
 need_pkgs python3-torch || torch_note="not run: python3-torch could not be installed"

@@ -24,7 +24,6 @@ bench_init
 MS=${BENCH_MS:-2000 10000 19000}
 ROUNDS=${BENCH_ROUNDS:-5}
 bench_build
-export TFBARRIER_SECRET_FILE=$BENCH_TMP/no-secret  # loopback without a secret: auth=none
 machine_info
 echo "rounds: $ROUNDS without a chief (medians), then 1 with a chief (stop); M = $MS"
 

@@ -8,6 +8,11 @@ BENCH_PIDS=()
 
 bench_init() {
   BENCH_TMP=$(mktemp -d /tmp/tfb-bench.XXXXXX)
+  # A home of its own, without ~/.tfbarrier/secret: a host on loopback then
+  # runs without authentication (auth=none), which is what is measured here.
+  export HOME=$BENCH_TMP/home
+  mkdir -p "$HOME"
+  unset TFBARRIER_SECRET_FILE TFBARRIER_ADDR TFBARRIER_N TFBARRIER_RANK TFBARRIER_SCOPE
   trap bench_cleanup EXIT
   trap 'exit 130' INT
   trap 'exit 143' TERM

@@ -652,7 +652,7 @@ class worker {
         if (!hr) return unexpected();
         if (hr->auth != "none")
           return fail(c, "the host wants authentication, which this load generator does not speak; start it with "
-                         "no secret (TFBARRIER_SECRET_FILE=/nonexistent tfbarrier serve --listen 127.0.0.1:0)",
+                         "no secret (a HOME without .tfbarrier/secret, no --secret-file or TFBARRIER_SECRET_FILE)",
                       line.c_str());
         c.greeted = true;
         if (c.r == role::held) {

@@ -14,7 +14,6 @@ bench_init
 
 RUNS=${BENCH_RUNS:-1000}
 bench_build
-export TFBARRIER_SECRET_FILE=$BENCH_TMP/no-secret  # loopback without a secret: auth=none
 have_hyperfine=1
 need_pkgs hyperfine || have_hyperfine=0
 machine_info

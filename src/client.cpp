@@ -419,10 +419,30 @@ std::string join_members(const proto::barrier_info& b) {
   return s;
 }
 
-/// How the missing ones left: "rank 4 disconnected 5s ago (node2 pid 77)"; others never arrived.
+/// Expands "0-3,7" (a trailing "+" means cut short). Bounded.
+std::vector<std::uint32_t> expand_ranges(const std::string& r, bool& cut) {
+  std::vector<std::uint32_t> out;
+  cut = !r.empty() && r.back() == '+';
+  std::size_t pos = 0;
+  while (pos < r.size() && out.size() < 100000) {
+    std::size_t end = r.find(',', pos);
+    if (end == std::string::npos) end = r.size();
+    std::string item = r.substr(pos, end - pos);
+    pos = end + 1;
+    if (item.empty() || item == "+") continue;
+    auto dash = item.find('-');
+    unsigned long lo = std::strtoul(item.c_str(), nullptr, 10);
+    unsigned long hi = dash == std::string::npos ? lo : std::strtoul(item.c_str() + dash + 1, nullptr, 10);
+    for (unsigned long i = lo; i <= hi && out.size() < 100000; ++i) out.push_back(static_cast<std::uint32_t>(i));
+  }
+  return out;
+}
+
+/// How the missing ones left: "rank 4 disconnected 5s ago (node2 pid 77)", and who never arrived.
 std::string describe_gone(const proto::barrier_info& b) {
   std::string s;
   std::vector<std::string> seen;
+  std::vector<std::uint32_t> left_ranks;
   for (auto it = b.gone.rbegin(); it != b.gone.rend(); ++it) {
     const auto& g = *it;
     // A rank that came back is present again; a rank that left twice is told once (the latest).
@@ -431,12 +451,22 @@ std::string describe_gone(const proto::barrier_info& b) {
     std::string who = g.rank ? fmt::format("rank {}", *g.rank) : fmt::format("{} pid {}", g.host, g.pid);
     if (present || std::find(seen.begin(), seen.end(), who) != seen.end()) continue;
     seen.push_back(who);
+    if (g.rank) left_ranks.push_back(*g.rank);
     std::string how = g.how == "unresponsive" ? "stopped answering (unreachable or stopped)" : g.how;
     s += fmt::format("{}{} {} {} ago ({} pid {})", s.empty() ? "" : ", ", who, how,
                      format_duration(duration(g.ago_ms)), g.host, g.pid);
   }
-  if (s.empty()) return b.missing && !b.missing->empty() ? "; the missing never arrived" : "";
-  return "; left: " + s + (b.missing ? "; the other missing never arrived" : "");
+  std::string out = s.empty() ? std::string() : "; left: " + s;
+  if (b.missing && !b.missing->empty()) {
+    bool cut = false;
+    std::vector<std::uint32_t> never;
+    for (std::uint32_t r : expand_ranges(*b.missing, cut))
+      if (std::find(left_ranks.begin(), left_ranks.end(), r) == left_ranks.end()) never.push_back(r);
+    if (!never.empty() || cut)
+      out += fmt::format("; never arrived: rank{} {}", never.size() == 1 && !cut ? "" : "s",
+                         proto::format_ranges(never, proto::max_missing_ranges) + (cut ? ",+" : ""));
+  }
+  return out;
 }
 
 /// Shared by wait and decide: periodic progress and a withdrawing timeout.

@@ -360,6 +360,7 @@ int run_serve(const serve_options& o) {
   h.forget_after = o.forget_after;
   h.quiet = o.quiet;
   h.state_dir = o.state_dir;
+  h.self_started = o.self_started;
   h.max_connections = o.max_connections;
   h.max_per_address = o.max_per_address;
   std::string error;

@@ -584,6 +584,11 @@ bool server::listen(std::string& error) {
   if (!ec) acceptor_.bind(ep, ec);
   if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
+    if (ec == asio::error::address_in_use && opts_.self_started) {
+      // Several participants raced to start the host; another one won.
+      log(fmt::format("another participant started the host on {} first; leaving", opts_.listen));
+      return false;
+    }
     error = fmt::format("cannot listen on {}: {}", opts_.listen, ec.message());
     if (ec == asio::error::address_in_use)
       error += "; another host (or program) has that port: pick another with --listen HOST:PORT (port 0 picks a "
@@ -745,7 +750,7 @@ int run_host(const host_options& o, std::string& error) {
   asio::io_context io(1);
   server srv(io, o);
   if (!srv.open_journal(error)) return 2;
-  if (!srv.listen(error)) return 69;
+  if (!srv.listen(error)) return error.empty() ? 0 : 69;
   srv.log(fmt::format("tfbarrier {} listening on {} (protocol {}, authentication: {})", tfb::version, srv.address(),
                       protocol_version, o.secret ? "shared secret" : o.munge ? "MUNGE, uid " + std::to_string(::getuid()) : "none"));
   if (o.on_listening) o.on_listening(srv.address());

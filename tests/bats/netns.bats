@@ -121,15 +121,24 @@ arrived_is() {
   return 1
 }
 
-# names_missing_rank2 DURATION ERR...: each timed-out participant's error names
+# names_missing_rank2 DURATION HOW ERR...: each timed-out participant's error names
 # rank 2 (the one that withdrew last also names the other one, gone before it:
-# "0,2", or "1-2" as the host writes runs of ranks).
+# "0,2", or "1-2" as the host writes runs of ranks), and says how rank 2 is missing:
+# HOW=never (it never arrived) or HOW=unresponsive (it arrived, then stopped answering).
 names_missing_rank2() {
-  local after=$1 f
-  shift
+  local after=$1 how=$2 f
+  shift 2
   for f in "$@"; do
     run -0 cat "$f"
     assert_output --regexp "timed out after $after waiting at barrier x \\(round 1\\): [12]/3 arrived; missing ranks (2|0,2|1-2);"
+    if [ "$how" = never ]; then
+      assert_output --partial 'never arrived'
+      refute_output --partial 'rank 2 stopped answering'
+    else
+      assert_output --partial 'rank 2 stopped answering'
+      # Every missing rank is accounted for under "left": none "never arrived".
+      refute_output --partial 'never arrived'
+    fi
   done
 }
 
@@ -160,7 +169,7 @@ names_missing_rank2() {
   expect_exit 124 r0 r1
   [ "$SECONDS" -ge 3 ]
   run -0 cat r0.err r1.err
-  names_missing_rank2 3s r0.err r1.err
+  names_missing_rank2 3s never r0.err r1.err
   kill -0 "${PID_OF[r2]}"                       # still trying
   run -1 grep 'release x' "$HOST_LOG"
 
@@ -185,7 +194,6 @@ names_missing_rank2() {
   participant node2 r0 "node1:$PORT" --n 3 --rank 0 --timeout 2s
   participant node2 r1 "10.231.0.1:$PORT" --n 3 --rank 1 --timeout 2s
   expect_exit 124 r0 r1
-  names_missing_rank2 2s r0.err r1.err
   run -1 grep 'release x' "$HOST_LOG"
 
   participant node2 r0b "node1:$PORT" --n 3 --rank 0 --timeout 30s
@@ -195,4 +203,7 @@ names_missing_rank2() {
   expect_exit 0 r2 r0b r1b
   run -0 grep -c 'release x#1: 3 participants' "$HOST_LOG"
   assert_output 1
+  # Last, so the rejoin above is checked even when this fails: the timeouts named rank 2
+  # and said it stopped answering.
+  names_missing_rank2 2s unresponsive r0.err r1.err
 }

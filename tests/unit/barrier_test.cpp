@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <deque>
 #include <functional>
 #include <map>
 #include <random>
@@ -60,15 +61,22 @@ class Barrier : public ::testing::Test {
  protected:
   barrier_set bs;
   millis now = 10'000;
+  std::map<conn_id, std::string> ids;  ///< participant ids; by default one per connection
 
   void tick(millis ms) { now += ms; }
+  std::string id_of(conn_id c) {
+    auto it = ids.find(c);
+    return it == ids.end() ? "id" + std::to_string(c) : it->second;
+  }
+  /// Connection c is participant `was` coming back (same id).
+  void comes_back(conn_id c, conn_id was) { ids[c] = id_of(was); }
 
   output arrive(conn_id c, std::string name, opt_u32 n, opt_u32 rank = none, bool chief = false,
                 std::string scope = "default") {
     proto::arrive a;
     a.name = std::move(name);
     a.scope = std::move(scope);
-    a.id = "id" + std::to_string(c);
+    a.id = id_of(c);
     a.n = n;
     a.rank = rank;
     a.chief = chief;
@@ -84,7 +92,7 @@ class Barrier : public ::testing::Test {
     proto::decide d;
     d.name = std::move(name);
     d.scope = std::move(scope);
-    d.id = "id" + std::to_string(c);
+    d.id = id_of(c);
     d.v = v;
     d.n = n;
     d.rank = rank;
@@ -1069,14 +1077,16 @@ TEST_F(Barrier, DocExampleTheChiefStopsTheJob) {
 // ---------------------------------------------------------------------------
 // Property test: random sequences against a model of the rules.
 //
-// The same checker (copied, with __builtin_trap) drives fuzz/fuzz_barrier.cpp.
+// The model knows participants by id, as the host does, so it also covers a
+// participant that comes back on a new connection. The same checker, copied
+// with __builtin_trap as its failure, drives fuzz/fuzz_barrier.cpp.
 
 class checker {
  public:
   using fail_fn = std::function<void(const std::string&)>;
   struct stats {
     int releases = 0, allheres = 0, decided = 0, aborts = 0, errors = 0, leaves = 0, pruned = 0, one_step = 0,
-        delivered = 0;
+        delivered = 0, rejoins = 0, rejoin_releases = 0, snapshots = 0;
   };
 
   checker(barrier_set& bs, fail_fn fail) : bs_(bs), fail_(std::move(fail)) {}
@@ -1096,44 +1106,80 @@ class checker {
       if (!m.gone && m.errored && (m.what == req::arrive || m.what == req::decide)) v.push_back(c);
     return v;
   }
+  /// Closed connections whose participant may come back (same request, same id) on a new one.
+  std::vector<conn_id> comeback_conns() const {
+    std::set<std::string> live;
+    for (const auto& [c, m] : conns_)
+      if (!m.gone) live.insert(m.id);
+    std::vector<conn_id> v;
+    for (const auto& [c, m] : conns_)
+      if (m.gone && !live.count(m.id) &&
+          ((m.what == req::arrive && m.arr) || (m.what == req::decide && m.dec && !m.dec->name.empty())))
+        v.push_back(c);
+    return v;
+  }
   const stats& counts() const { return stats_; }
-  const std::vector<std::string>& history() const { return history_; }
 
   void arrive(conn_id c, const proto::arrive& a, millis now) {
     history_.push_back(fmt_req(c, proto::format_request(a)));
-    conn_m& x = begin(c, req::arrive, {a.scope, a.name});
+    conn_m& x = begin(c, req::arrive, {a.scope, a.name}, a.id);
+    x.arr = a;
     x.chief = a.chief;
-    barrier_m& b = touch(x.b);
-    bool was_aborted = b.aborted;
+    bool was_aborted = touch(x.b).aborted;
+    expectation ex = was_aborted ? expectation{} : predict(x.b, a.id, false);
     output out;
     bs_.arrive(c, a, peer(c), now, out);
     if (was_aborted && !(out.sends.size() == 1 && out.sends[0].to == c &&
                          std::holds_alternative<proto::aborted>(out.sends[0].msg)))
       fail("an arrival at an aborted barrier must get only ABORTED", out);
-    process(c, out);
-    after(now);
+    if (ex.kind != expectation::none)
+      check_rejoin(c, ex, out);
+    else
+      process(c, out);
+    after(now, out);
   }
 
   void decide(conn_id c, const proto::decide& d, millis now) {
     history_.push_back(fmt_req(c, proto::format_request(d)));
-    conn_m& x = begin(c, req::decide, {d.scope, d.name});
+    conn_m& x = begin(c, req::decide, {d.scope, d.name}, d.id);
+    x.dec = d;
     x.wait = d.wait;
     x.v = d.v;
     x.message = d.message;
     bool was_aborted = false;
-    if (!d.name.empty()) was_aborted = touch(x.b).aborted;
+    expectation ex;
+    if (!d.name.empty()) {
+      was_aborted = touch(x.b).aborted;
+      if (!was_aborted) ex = predict(x.b, d.id, true);
+    }
     output out;
     bs_.decide(c, d, peer(c), now, out);
-    if (was_aborted && !(out.sends.size() == 1 && out.sends[0].to == c && is_err(out.sends[0].msg,
-                                                                                    proto::error_kind::aborted)))
+    if (was_aborted &&
+        !(out.sends.size() == 1 && out.sends[0].to == c && is_err(out.sends[0].msg, proto::error_kind::aborted)))
       fail("DECIDE at an aborted barrier must get only ERR ABORTED", out);
-    process(c, out);
-    after(now);
+    if (ex.kind != expectation::none)
+      check_rejoin(c, ex, out);
+    else
+      process(c, out);
+    after(now, out);
+  }
+
+  /// The participant of closed connection `old` comes back on connection c with the same request.
+  void comeback(conn_id old, conn_id c, millis now) {
+    history_.push_back(std::to_string(c) + ": <comes back as " + std::to_string(old) + ">");
+    conn_m& o = conns_[old];
+    if (o.what == req::arrive && o.arr) {
+      proto::arrive a = *o.arr;
+      arrive(c, a, now);
+    } else if (o.what == req::decide && o.dec) {
+      proto::decide d = *o.dec;
+      decide(c, d, now);
+    }
   }
 
   void abort(conn_id c, const proto::abort_req& a, millis now) {
     history_.push_back(fmt_req(c, proto::format_request(a)));
-    conn_m& x = begin(c, req::abort, {a.scope, a.name});
+    conn_m& x = begin(c, req::abort, {a.scope, a.name}, "");
     touch(x.b);
     output out;
     bs_.abort(c, a, now, out);
@@ -1144,18 +1190,20 @@ class checker {
     for (const auto& [cc, m] : conns_)
       if (m.waiting && !m.gone && m.has_round && m.b == x.b && m.epoch == b.epoch)
         fail("connection " + std::to_string(cc) + " still waits on an aborted barrier", out);
+    step_aborts_ = 1;
     ++stats_.aborts;
-    after(now);
+    after(now, out);
   }
 
-  void leave(conn_id c, bool explicit_leave, millis now) {
-    history_.push_back(std::to_string(c) + (explicit_leave ? ": LEAVE" : ": <closed>"));
+  void leave(conn_id c, departure how, millis now) {
+    static const char* how_text[] = {"LEAVE", "<closed>", "<unresponsive>"};
+    history_.push_back(std::to_string(c) + ": " + how_text[static_cast<int>(how)]);
     conn_m& x = conns_[c];
     if (x.gone) return;
     output out;
-    bs_.leave(c, explicit_leave, now, out);
+    bs_.leave(c, how, now, out);
     bool expect_named = x.waiting && x.has_round;
-    if (explicit_leave) {
+    if (how == departure::left) {
       bool ok = out.sends.size() == 1 && out.sends[0].to == c;
       const auto* l = ok ? std::get_if<proto::left>(&out.sends[0].msg) : nullptr;
       if (!l)
@@ -1167,14 +1215,17 @@ class checker {
     }
     if (x.waiting && x.has_round) {
       if (round_m* r = round_of(x)) {
-        if (x.member && !r->complete && !r->durable.count(c)) r->present.erase(c);
+        if (x.member && !r->complete && !r->durable.count(x.id)) {
+          r->present.erase(x.id);
+          ++r->departed;
+        }
         if (!x.member) r->deciders.erase(c);
       }
     }
     x.gone = true;
     x.waiting = false;
     ++stats_.leaves;
-    after(now);
+    after(now, out);
   }
 
   void prune(millis now, millis max_idle) {
@@ -1196,7 +1247,19 @@ class checker {
       fail_(fmt_history() + "prune said " + std::to_string(removed) + " but " + std::to_string(forgotten) +
             " barriers are gone");
     stats_.pruned += static_cast<int>(removed);
-    after(now);
+    after(now, output{});
+  }
+
+  /// restore(snapshot()) describes the same state: its snapshot is the same.
+  void check_snapshot(millis now) {
+    auto s1 = bs_.snapshot();
+    barrier_set copy;
+    for (const auto& e : s1) copy.restore(e, now);
+    auto s2 = copy.snapshot();
+    if (dump(s1) != dump(s2))
+      fail_(fmt_history() + "snapshot -> restore -> snapshot differs:\n" + dump(s1) + "vs\n" + dump(s2));
+    if (copy.active()) fail_("a restored state has connections waiting");
+    ++stats_.snapshots;
   }
 
   /// Ends the run: every waiting connection gets exactly one SHUTDOWN.
@@ -1214,23 +1277,40 @@ class checker {
     if (bs_.active()) fail_("active() after shutdown");
   }
 
+  static std::string dump(const std::vector<journal_entry>& js) {
+    std::string s;
+    for (const auto& j : js) {
+      s += std::to_string(static_cast<int>(j.what)) + " " + j.scope + "/" + j.name + "#" + std::to_string(j.gen) +
+           " " + std::string(proto::to_string(j.v)) + " '" + j.message + "' chief=" + (j.chief_arrival ? "1" : "0") +
+           " id=" + j.id + " " + j.host + ":" + std::to_string(j.pid) + " n=" +
+           (j.n ? std::to_string(*j.n) : "-") + " rank=" + (j.rank ? std::to_string(*j.rank) : "-") + " ids=";
+      for (const auto& i : j.ids) s += i + ",";
+      s += "\n";
+    }
+    return s;
+  }
+
  private:
   enum class req { idle, arrive, decide, abort };
   using bkey = std::pair<std::string, std::string>;  // scope, name
   using vpair = std::pair<verdict, std::string>;
   struct round_m {
     opt_u32 n;
-    std::set<conn_id> present, durable, deciders;
+    std::set<std::string> present, durable, chiefs, decider_ids;  // participant ids
+    std::set<conn_id> deciders;                                   // waiting decider connections
     std::optional<vpair> decided, released;
     bool complete = false, aborted = false;
+    std::size_t departed = 0;
   };
   struct barrier_m {
     std::uint64_t epoch = 0;
     bool exists = false, aborted = false;
     std::map<std::uint64_t, round_m> rounds;
+    std::deque<std::uint64_t> recent;  // released rounds, newest first (the host remembers 8)
   };
   struct conn_m {
     req what = req::idle;
+    std::string id;
     bkey b;
     std::uint64_t epoch = 0, gen = 0;
     bool has_round = false, member = false, chief = false, wait = false;
@@ -1238,6 +1318,12 @@ class checker {
     std::string message;
     int finals = 0;
     bool waiting = false, gone = false, errored = false;
+    std::optional<proto::arrive> arr;
+    std::optional<proto::decide> dec;
+  };
+  struct expectation {
+    enum kind_t { none, release, allhere, again, decider } kind = none;
+    std::uint64_t gen = 0;
   };
   using round_id = std::tuple<std::string, std::string, std::uint64_t, std::uint64_t>;
 
@@ -1261,12 +1347,18 @@ class checker {
     fail_(s + "violation: " + what);
   }
 
-  conn_m& begin(conn_id c, req what, bkey b) {
+  conn_m& begin(conn_id c, req what, bkey b, std::string id) {
     conn_m& x = conns_[c];
     x.what = what;
     x.b = std::move(b);
+    x.id = std::move(id);
     x.has_round = x.member = x.chief = x.wait = x.errored = x.waiting = false;
     x.finals = 0;
+    x.arr.reset();
+    x.dec.reset();
+    step_released_.clear();
+    step_verdicts_ = 0;
+    step_aborts_ = 0;
     return x;
   }
   barrier_m& touch(const bkey& k) {
@@ -1293,6 +1385,99 @@ class checker {
     x.gen = gen;
     x.epoch = barriers_[k].epoch;
     x.has_round = true;
+  }
+  bool chief_present(const round_m& r, const std::string& except = "") const {
+    for (const auto& id : r.present)
+      if (id != except && r.chiefs.count(id)) return true;
+    return false;
+  }
+  void mark_released(const bkey& k, std::uint64_t gen, const vpair& p) {
+    barrier_m& b = barriers_[k];
+    round_m& r = b.rounds[gen];
+    r.complete = true;
+    r.released = p;
+    b.recent.push_front(gen);
+    if (b.recent.size() > 8) b.recent.pop_back();
+    step_released_.emplace_back(k, gen);
+  }
+
+  /// What the host does with a participant id it already knows (docs/protocol.md, "Coming back").
+  expectation predict(const bkey& k, const std::string& id, bool is_decide) {
+    barrier_m& b = barriers_[k];
+    for (std::uint64_t g : b.recent) {
+      round_m& r = b.rounds[g];
+      if (r.present.count(id) || r.decider_ids.count(id)) return {expectation::release, g};
+    }
+    for (auto& [g, r] : b.rounds) {  // in gen order: the gathered rounds, then the open one
+      if (r.released || r.aborted) continue;
+      if (r.present.count(id)) {
+        if (r.complete && r.chiefs.count(id) && !r.durable.count(id)) return {expectation::allhere, g};
+        return {expectation::again, g};
+      }
+      if (is_decide && r.decider_ids.count(id)) return {expectation::decider, g};
+    }
+    return {};
+  }
+
+  void check_rejoin(conn_id c, const expectation& ex, const output& out) {
+    conn_m& x = conns_[c];
+    ++stats_.rejoins;
+    if (out.sends.size() != 1 || out.sends[0].to != c) {
+      fail("a participant that comes back must get exactly one reply", out);
+      return;
+    }
+    const proto::reply& msg = out.sends[0].msg;
+    round_m& r = round(x.b, ex.gen);
+    switch (ex.kind) {
+      case expectation::release: {
+        const auto* rel = std::get_if<proto::release>(&msg);
+        if (!rel || rel->gen != ex.gen || rel->name != x.b.second) {
+          fail("a participant of a released round must be told that round's RELEASE", out);
+          break;
+        }
+        if (!r.released || vpair{rel->v, rel->message} != *r.released) fail("told another outcome", out);
+        if (x.what == req::decide ? rel->delivered != 0u : rel->delivered.has_value())
+          fail("wrong delivered= for a late RELEASE", out);
+        x.finals = 1;
+        ++stats_.rejoin_releases;
+        break;
+      }
+      case expectation::allhere: {
+        const auto* h = std::get_if<proto::all_here>(&msg);
+        if (!h || h->gen != ex.gen || h->name != x.b.second) fail("a gathered chief must be told ALLHERE again", out);
+        join(x, x.b, ex.gen);
+        x.member = x.chief = true;
+        x.finals = 1;
+        break;
+      }
+      case expectation::again: {
+        bool durable = r.durable.count(x.id) > 0;
+        if (durable) {
+          const auto* d = std::get_if<proto::decided>(&msg);
+          if (!d || d->gen != ex.gen || !r.decided || d->v != r.decided->first || d->arrived != r.present.size())
+            fail("a durable chief that comes back must be told DECIDED again", out);
+        } else {
+          const auto* w = std::get_if<proto::waiting>(&msg);
+          if (!w || w->gen != ex.gen || w->arrived != r.present.size() || w->n != r.n)
+            fail("a participant that comes back must be told WAITING again, counted once", out);
+        }
+        join(x, x.b, ex.gen);
+        x.member = true;
+        x.chief = r.chiefs.count(x.id) > 0;
+        x.waiting = true;  // the host waits for this connection now (even for a DECIDE wait=0)
+        break;
+      }
+      case expectation::decider: {
+        const auto* d = std::get_if<proto::decided>(&msg);
+        if (!d || d->gen != ex.gen || !r.decided || d->v != r.decided->first || d->arrived != r.present.size())
+          fail("a decider that comes back must be told DECIDED again", out);
+        join(x, x.b, ex.gen);
+        r.deciders.insert(c);
+        x.waiting = true;
+        break;
+      }
+      case expectation::none: break;
+    }
   }
 
   void process(conn_id actor, const output& out) {
@@ -1323,7 +1508,11 @@ class checker {
         if (!w->n) fail("WAITING without n", out);
         if (!r.present.empty() && r.n && w->n != r.n) fail("WAITING with another n than the round's", out);
         r.n = w->n;
-        if (!r.present.insert(actor).second) fail("counted twice", out);
+        if (!r.present.insert(x.id).second) fail("one id counted twice", out);
+        if (x.chief) {
+          if (chief_present(r, x.id)) fail("a second chief in one round", out);
+          r.chiefs.insert(x.id);
+        }
         if (w->arrived != r.present.size())
           fail("WAITING arrived=" + std::to_string(w->arrived) + " but the model counts " +
                    std::to_string(r.present.size()),
@@ -1345,27 +1534,37 @@ class checker {
         if (r.aborted || r.released) fail("DECIDED for a finished round", out);
         if (d->v != x.v) fail("DECIDED with another verdict than asked", out);
         join(x, k, d->gen);
+        vpair p{x.v, x.message};
         if (d->arrived == r.present.size() + 1) {  // the chief's arrival
           if (r.complete) fail("a chief's arrival in a complete round", out);
-          for (conn_id p : r.present)
-            if (conns_[p].chief) fail("a second chief in one round", out);
-          r.present.insert(actor);
-          r.durable.insert(actor);
+          if (chief_present(r)) fail("a second chief in one round", out);
+          if (r.decided) fail("a chief's arrival in a round that has a verdict", out);
+          r.present.insert(x.id);
+          r.durable.insert(x.id);
+          r.chiefs.insert(x.id);
           x.member = x.chief = true;
           if (!d->n) fail("DECIDED arrival without n", out);
           if (r.present.size() > 1 && r.n && d->n != r.n) fail("DECIDED with another n than the round's", out);
           r.n = d->n;
+          r.decided = p;
+          ++step_verdicts_;
           ++stats_.one_step;
+          if (r.n && r.present.size() == *r.n) mark_released(k, d->gen, p);
         } else if (d->arrived == r.present.size()) {
+          r.decider_ids.insert(x.id);
           if (x.wait) r.deciders.insert(actor);
+          if (!r.decided) {
+            r.decided = p;
+            ++step_verdicts_;
+          } else if (*r.decided != p) {
+            fail("a second, different verdict was accepted", out);
+          }
+          if (r.complete) mark_released(k, d->gen, p);  // a gathered round releases at once
         } else {
           fail("DECIDED arrived=" + std::to_string(d->arrived) + " but the model counts " +
                    std::to_string(r.present.size()),
                out);
         }
-        vpair p{x.v, x.message};
-        if (r.decided && *r.decided != p) fail("a second, different verdict was accepted", out);
-        r.decided = p;
         x.waiting = x.wait;
       } else if (const auto* h = std::get_if<proto::all_here>(&e.msg)) {
         round_m* r = round_of(x);
@@ -1392,25 +1591,25 @@ class checker {
         ++stats_.releases;
         final_reply(x, e.to, out);
         if (r->aborted) fail("RELEASE in an aborted round", out);
-        if (!x.member && !r->deciders.count(e.to)) fail("RELEASE to a connection that is neither member nor decider", out);
-        if (!r->complete) {
+        if (!x.member && !r->deciders.count(e.to))
+          fail("RELEASE to a connection that is neither member nor decider", out);
+        vpair p{rel->v, rel->message};
+        if (!r->released) {
           if (!r->n || r->present.size() != *r->n)
             fail("RELEASE with only " + std::to_string(r->present.size()) + " of " +
                      (r->n ? std::to_string(*r->n) : "?") + " present",
                  out);
-          r->complete = true;
-        }
-        vpair p{rel->v, rel->message};
-        if (r->released) {
-          if (*r->released != p) fail("two members of one round released with different verdicts", out);
-        } else {
-          r->released = p;
           if (r->decided ? *r->decided != p : p != vpair{verdict::continue_, ""})
             fail("RELEASE with a verdict nobody gave", out);
+          mark_released(x.b, x.gen, p);
+        } else if (*r->released != p) {
+          fail("two participants of one round released with different verdicts", out);
         }
         if (x.what == req::decide) {
-          if (!rel->delivered) fail("RELEASE to a decider without delivered=", out);
-          else delivered.emplace_back(rid(x), *rel->delivered);
+          if (!rel->delivered)
+            fail("RELEASE to a decider without delivered=", out);
+          else
+            delivered.emplace_back(rid(x), *rel->delivered);
           ++stats_.delivered;
         } else {
           if (rel->delivered) fail("RELEASE to a member with delivered=", out);
@@ -1448,15 +1647,52 @@ class checker {
     }
     for (const auto& [id, n] : delivered)
       if (n != member_finals[id])
-        fail("delivered=" + std::to_string(n) + " but " + std::to_string(member_finals[id]) + " members were told", out);
+        fail("delivered=" + std::to_string(n) + " but " + std::to_string(member_finals[id]) + " members were told",
+             out);
     if (notified && *notified != abort_members)
-      fail("notified=" + std::to_string(*notified) + " but " + std::to_string(abort_members) + " members were told", out);
+      fail("notified=" + std::to_string(*notified) + " but " + std::to_string(abort_members) + " members were told",
+           out);
     for (const auto& [c, m] : conns_)
       if (m.waiting && !m.gone && m.has_round && released_now.count(rid(m)))
         fail("connection " + std::to_string(c) + " was not released with its round", out);
   }
 
-  void after(millis now) {
+  void check_journal(const output& out) {
+    std::size_t releases = 0, verdicts = 0, aborts = 0;
+    for (const auto& j : out.journal) {
+      switch (j.what) {
+        case journal_entry::kind::release: {
+          ++releases;
+          bkey k{j.scope, j.name};
+          if (std::find(step_released_.begin(), step_released_.end(), std::make_pair(k, j.gen)) ==
+              step_released_.end()) {
+            fail("a release journaled that the model did not see", out);
+            break;
+          }
+          round_m& r = round(k, j.gen);
+          std::set<std::string> ids(r.present);
+          ids.insert(r.decider_ids.begin(), r.decider_ids.end());
+          if (j.ids != std::vector<std::string>(ids.begin(), ids.end()))
+            fail("the journaled release lists other participants", out);
+          if (!r.released || vpair{j.v, j.message} != *r.released) fail("the journaled release has another verdict", out);
+          break;
+        }
+        case journal_entry::kind::verdict: ++verdicts; break;
+        case journal_entry::kind::abort: ++aborts; break;
+      }
+    }
+    if (releases != step_released_.size())
+      fail(std::to_string(step_released_.size()) + " rounds released but " + std::to_string(releases) + " journaled",
+           out);
+    if (verdicts != step_verdicts_)
+      fail(std::to_string(step_verdicts_) + " verdicts given but " + std::to_string(verdicts) + " journaled", out);
+    if (aborts != step_aborts_) fail("an abort not journaled (or journaled without abort)", out);
+  }
+
+  void after(millis now, const output& out) {
+    check_journal(out);
+    step_released_.clear();
+    step_verdicts_ = step_aborts_ = 0;
     bool waiting = false;
     for (const auto& [c, m] : conns_) waiting = waiting || (m.waiting && !m.gone);
     if (bs_.active() != waiting)
@@ -1484,8 +1720,8 @@ class checker {
     std::string part;
     while (std::getline(in, part, ',')) {
       auto dash = part.find('-');
-      std::uint32_t lo = static_cast<std::uint32_t>(std::stoul(part.substr(0, dash)));
-      std::uint32_t hi = dash == std::string::npos ? lo : static_cast<std::uint32_t>(std::stoul(part.substr(dash + 1)));
+      auto lo = static_cast<std::uint32_t>(std::stoul(part.substr(0, dash)));
+      auto hi = dash == std::string::npos ? lo : static_cast<std::uint32_t>(std::stoul(part.substr(dash + 1)));
       for (std::uint32_t i = lo; i <= hi; ++i) out.insert(i);
     }
     return out;
@@ -1514,12 +1750,11 @@ class checker {
       } else {
         bad("state=" + info.state);
       }
-      bool chief_present = false;
-      for (conn_id p : r.present) chief_present = chief_present || conns_[p].chief;
-      if (info.chief != chief_present) bad("chief flag disagrees with the model");
+      if (info.chief != chief_present(r)) bad("chief flag disagrees with the model");
       if (info.v != (r.decided ? r.decided->first : verdict::none)) bad("verdict disagrees with the model");
       if (!r.present.empty() && info.n != r.n) bad("n disagrees with the model");
       if (info.age_ms < 0) bad("negative age");
+      if (info.gone.size() != std::min<std::size_t>(r.departed, 64)) bad("GONE lines disagree with the model");
       // MEMBER and MISSING agree with each other.
       if (info.members.size() != std::min<std::size_t>(info.arrived, proto::max_member_lines)) bad("MEMBER count");
       bool all_ranked = true;
@@ -1528,11 +1763,14 @@ class checker {
         const auto& m = info.members[i];
         if (i && info.members[i - 1].rank.value_or(UINT32_MAX) > m.rank.value_or(UINT32_MAX)) bad("MEMBER not sorted");
         if (m.age_ms < 0) bad("negative member age");
-        if (!m.rank) all_ranked = false;
-        else if (!ranks.insert(*m.rank).second) bad("a rank held twice");
-        else if (info.n && *m.rank >= *info.n) bad("a rank beyond n");
+        if (!m.rank)
+          all_ranked = false;
+        else if (!ranks.insert(*m.rank).second)
+          bad("a rank held twice");
+        else if (info.n && *m.rank >= *info.n)
+          bad("a rank beyond n");
       }
-      if (info.missing.has_value() != (info.n.has_value() && all_ranked)) bad("MISSING present when it should not be, or absent");
+      if (info.missing.has_value() != (info.n.has_value() && all_ranked)) bad("MISSING shown when it should not be, or not");
       if (info.missing && info.arrived <= proto::max_member_lines) {
         if (auto missing = parse_ranges(*info.missing)) {
           for (std::uint32_t m : *missing)
@@ -1551,91 +1789,109 @@ class checker {
   std::map<conn_id, conn_m> conns_;
   std::map<bkey, barrier_m> barriers_;
   std::vector<std::string> history_;
+  std::vector<std::pair<bkey, std::uint64_t>> step_released_;
+  std::size_t step_verdicts_ = 0, step_aborts_ = 0;
   stats stats_;
 };
 
-TEST(BarrierProperty, RandomSequencesKeepTheInvariants) {
+/// One random run; returns the first violation, or "".
+std::string random_run(unsigned seed, int steps, checker::stats& total) {
   const char* names[] = {"a", "b", "c"};
   const char* scopes[] = {"s", "t"};
   const char* messages[] = {"", "m1", "loss diverged"};
-  checker::stats total;
-  for (unsigned seed = 1; seed <= 400; ++seed) {
-    barrier_set bs;
-    std::string failure;
-    checker ck(bs, [&](const std::string& m) {
-      if (failure.empty()) failure = m;
-    });
-    std::mt19937 rng(seed);
-    auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
-    millis now = 0;
-    // Each name mostly has one n, so that rounds fill up; sometimes another, to cause conflicts.
-    std::map<std::string, std::uint32_t> usual_n;
-    for (const char* nm : names) usual_n[nm] = static_cast<std::uint32_t>(1 + pick(4));
-    auto some_n = [&](const std::string& nm) -> opt_u32 {
-      int p = pick(10);
-      if (p < 2) return none;
-      if (p < 9) return usual_n[nm];
-      return static_cast<std::uint32_t>(1 + pick(4));
-    };
-    auto some_rank = [&](opt_u32 n) -> opt_u32 {
-      if (pick(2)) return none;
-      auto r = static_cast<std::uint32_t>(pick(4));
-      if (n && r >= *n) return none;  // parse_request refuses rank >= n
-      return r;
-    };
-    int step = 0;
-    for (; step < 300 && failure.empty(); ++step) {
-      now += pick(40);
-      int op = pick(100);
-      std::string scope = scopes[pick(2)], name = names[pick(3)];
-      if (op < 42) {
-        proto::arrive a;
-        a.scope = scope;
-        a.name = name;
-        a.id = "x";
-        a.n = some_n(name);
-        a.rank = some_rank(a.n);
-        a.chief = pick(7) == 0;
-        auto retry = ck.retry_conns();
-        conn_id c = !retry.empty() && pick(4) == 0 ? retry[static_cast<std::size_t>(pick(static_cast<int>(retry.size())))]
-                                                   : ck.fresh();
-        ck.arrive(c, a, now);
-      } else if (op < 57) {
-        proto::decide d;
-        d.scope = scope;
-        d.name = pick(4) == 0 ? "" : name;
-        d.id = "x";
-        d.v = pick(2) ? verdict::stop : verdict::continue_;
-        d.message = messages[pick(3)];
-        d.n = pick(2) ? some_n(name) : none;
-        d.rank = some_rank(d.n);
-        d.wait = pick(4) != 0;
-        ck.decide(ck.fresh(), d, now);
-      } else if (op < 90) {
-        auto open = ck.open_conns();
-        if (open.empty()) continue;
-        ck.leave(open[static_cast<std::size_t>(pick(static_cast<int>(open.size())))], pick(3) == 0, now);
-      } else if (op < 93) {
-        ck.abort(ck.fresh(), proto::abort_req{scope, name, messages[pick(3)]}, now);
-      } else if (op < 96) {
-        ck.prune(now, 100 + pick(400));
-      } else {
-        now += 100 + pick(500);
-      }
+  barrier_set bs;
+  std::string failure;
+  checker ck(bs, [&](const std::string& m) {
+    if (failure.empty()) failure = m;
+  });
+  std::mt19937 rng(seed);
+  auto pick = [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
+  millis now = 0;
+  // Each name mostly has one n, so that rounds fill up; sometimes another, to cause conflicts.
+  std::map<std::string, std::uint32_t> usual_n;
+  for (const char* nm : names) usual_n[nm] = static_cast<std::uint32_t>(1 + pick(4));
+  auto some_n = [&](const std::string& nm) -> opt_u32 {
+    std::size_t p = pick(10);
+    if (p < 2) return none;
+    if (p < 9) return usual_n[nm];
+    return static_cast<std::uint32_t>(1 + pick(4));
+  };
+  auto some_rank = [&](opt_u32 n) -> opt_u32 {
+    if (pick(2)) return none;
+    auto r = static_cast<std::uint32_t>(pick(4));
+    if (n && r >= *n) return none;  // parse_request refuses rank >= n
+    return r;
+  };
+  auto any_of = [&](const std::vector<conn_id>& v) { return v[pick(v.size())]; };
+  int step = 0;
+  for (; step < steps && failure.empty(); ++step) {
+    now += static_cast<millis>(pick(40));
+    std::size_t op = pick(100);
+    std::string scope = scopes[pick(2)], name = names[pick(3)];
+    if (op < 40) {
+      auto retry = ck.retry_conns();
+      conn_id c = !retry.empty() && pick(4) == 0 ? any_of(retry) : ck.fresh();
+      proto::arrive a;
+      a.scope = scope;
+      a.name = name;
+      a.id = "p" + std::to_string(c);
+      a.n = some_n(name);
+      a.rank = some_rank(a.n);
+      a.chief = pick(7) == 0;
+      ck.arrive(c, a, now);
+    } else if (op < 54) {
+      conn_id c = ck.fresh();
+      proto::decide d;
+      d.scope = scope;
+      d.name = pick(4) == 0 ? "" : name;
+      d.id = "p" + std::to_string(c);
+      d.v = pick(2) ? verdict::stop : verdict::continue_;
+      d.message = messages[pick(3)];
+      d.n = pick(2) ? some_n(name) : none;
+      d.rank = some_rank(d.n);
+      d.wait = pick(4) != 0;
+      ck.decide(c, d, now);
+    } else if (op < 84) {
+      auto open = ck.open_conns();
+      if (open.empty()) continue;
+      std::size_t h = pick(10);
+      departure how = h < 3 ? departure::left : h < 9 ? departure::disconnected : departure::unresponsive;
+      ck.leave(any_of(open), how, now);
+    } else if (op < 91) {
+      auto back = ck.comeback_conns();
+      if (back.empty()) continue;
+      ck.comeback(any_of(back), ck.fresh(), now);
+    } else if (op < 93) {
+      ck.abort(ck.fresh(), proto::abort_req{scope, name, messages[pick(3)]}, now);
+    } else if (op < 96) {
+      ck.prune(now, 100 + static_cast<millis>(pick(400)));
+    } else if (op < 98) {
+      ck.check_snapshot(now);
+    } else {
+      now += 100 + static_cast<millis>(pick(500));
     }
-    if (failure.empty()) ck.shutdown();
-    ASSERT_EQ(failure, "") << "seed " << seed << ", step " << step;
-    const auto& s = ck.counts();
-    total.releases += s.releases;
-    total.allheres += s.allheres;
-    total.decided += s.decided;
-    total.aborts += s.aborts;
-    total.errors += s.errors;
-    total.leaves += s.leaves;
-    total.pruned += s.pruned;
-    total.one_step += s.one_step;
-    total.delivered += s.delivered;
   }
+  if (failure.empty()) ck.shutdown();
+  if (!failure.empty()) return "seed " + std::to_string(seed) + ", step " + std::to_string(step) + ":\n" + failure;
+  const auto& s = ck.counts();
+  total.releases += s.releases;
+  total.allheres += s.allheres;
+  total.decided += s.decided;
+  total.aborts += s.aborts;
+  total.errors += s.errors;
+  total.leaves += s.leaves;
+  total.pruned += s.pruned;
+  total.one_step += s.one_step;
+  total.delivered += s.delivered;
+  total.rejoins += s.rejoins;
+  total.rejoin_releases += s.rejoin_releases;
+  total.snapshots += s.snapshots;
+  return "";
+}
+
+TEST(BarrierProperty, RandomSequencesKeepTheInvariants) {
+  checker::stats total;
+  for (unsigned seed = 1; seed <= 400; ++seed) ASSERT_EQ(random_run(seed, 300, total), "");
   // The random walk reached every rule.
   EXPECT_GT(total.releases, 1000);
   EXPECT_GT(total.allheres, 50);
@@ -1646,6 +1902,9 @@ TEST(BarrierProperty, RandomSequencesKeepTheInvariants) {
   EXPECT_GT(total.errors, 500);
   EXPECT_GT(total.pruned, 50);
   EXPECT_GT(total.leaves, 1000);
+  EXPECT_GT(total.rejoins, 100);
+  EXPECT_GT(total.rejoin_releases, 20);
+  EXPECT_GT(total.snapshots, 100);
 }
 
 }  // namespace
