@@ -11,6 +11,7 @@
 #
 #   bench/compare.sh                       # N = 8 32 128 512, 5 rounds each
 #   BENCH_NS="8 32" BENCH_ROUNDS=3 bench/compare.sh
+#   BENCH_ALTS="floor tfbarrier" bench/compare.sh   # only these columns
 #
 # Bounded: every round is killed after BENCH_ROUND_TIMEOUT_S (120 s), and no
 # new round of one cell starts after BENCH_BUDGET_S (300 s). Installs
@@ -22,6 +23,8 @@ source "$(dirname "$0")/lib.sh"
 bench_init
 
 NS=${BENCH_NS:-8 32 128 512}
+ALTS=" ${BENCH_ALTS:-floor tfbarrier files redis tcpstore} "
+want() { [[ "$ALTS" == *" $1 "* ]]; }
 ROUNDS=${BENCH_ROUNDS:-5}
 ROUND_TIMEOUT=${BENCH_ROUND_TIMEOUT_S:-120}
 BUDGET=${BENCH_BUDGET_S:-300}
@@ -31,8 +34,16 @@ TORCH_MIB_PER_PROCESS=${BENCH_TORCH_MIB:-130}
 
 bench_build
 redis_note="" torch_note=""
-need_pkgs redis-server redis-tools || redis_note="not run: redis-server could not be installed"
-need_pkgs python3-torch || torch_note="not run: python3-torch could not be installed"
+if want redis; then
+  need_pkgs redis-server redis-tools || redis_note="not run: redis-server could not be installed"
+else
+  redis_note="not run (BENCH_ALTS)"
+fi
+if want tcpstore; then
+  need_pkgs python3-torch || torch_note="not run: python3-torch could not be installed"
+else
+  torch_note="not run (BENCH_ALTS)"
+fi
 machine_info
 echo "rounds: median of $ROUNDS after 1 warm-up, per cell; N = $NS"
 
@@ -83,10 +94,13 @@ for n in $NS; do
   start_server FA_ADDR FLOOR_ADDR "$BIN/tfb_floor_a_server" --n "$n"
   run_cell floor "$n" "$BIN/tfb_floor_a_client" "$FA_ADDR"
   stop_server "$FA_ADDR_PID"
-  run_cell tfbarrier "$n" "$TFB" wait --name "cmp$n-%r" --n "$n" --quiet
-  mkdir -p "$BENCH_TMP/files"
-  run_cell files "$n" /bin/sh "$bench_root/bench/alt/files.sh" "$BENCH_TMP/files/$n-%r" "$n" %i
-  rm -rf "$BENCH_TMP/files"
+  cell[tfbarrier,$n]="not run (BENCH_ALTS)" cell[files,$n]="not run (BENCH_ALTS)"
+  want tfbarrier && run_cell tfbarrier "$n" "$TFB" wait --name "cmp$n-%r" --n "$n" --quiet
+  if want files; then
+    mkdir -p "$BENCH_TMP/files"
+    run_cell files "$n" /bin/sh "$bench_root/bench/alt/files.sh" "$BENCH_TMP/files/$n-%r" "$n" %i
+    rm -rf "$BENCH_TMP/files"
+  fi
   if [ -z "$redis_note" ]; then
     run_cell redis "$n" /bin/sh "$bench_root/bench/alt/redis.sh" "$RPORT" "cmp$n-%r" "$n"
   else

@@ -48,10 +48,10 @@ for m in $MS; do
     res[$who,$m,connect]=$(field connect_ms <<<"$plain" | median)
     res[$who,$m,cpu]=$(field host_sched_ms <<<"$plain" | median)
     res[$who,$m,cpufan]=$(field host_sched_fanout_ms <<<"$plain" | median)
-    res[$who,$m,mem]=$(grep '^RESULT round=1 ' "$f" | field bytes_per_waiting)
+    res[$who,$m,mem]=$(grep '^RESULT round=1 ' "$f" | field bytes_per_waiting || true)
     res[$who,$m,ok]=$(grep -c '^RESULT .* ok=1$' "$f" || true)
     res[$who,$m,rounds]=$(grep -c '^RESULT ' "$f" || true)
-    res[$who,$m,chief]=$(grep '^RESULT .* verdict=stop ' "$f" | field fanout_ms)
+    res[$who,$m,chief]=$(grep '^RESULT .* verdict=stop ' "$f" | field fanout_ms || true)
   done
 done
 

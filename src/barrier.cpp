@@ -324,10 +324,15 @@ void barrier_set::decide(conn_id c, const proto::decide& d, const peer_info& p, 
   if (r.v != verdict::none) {
     if (r.v != d.v || r.message != d.message)
       error(proto::error_kind::conflict,
-            fmt::format("barrier {} round {} already has the verdict {} (from {}); you sent {}", b.name, r.gen,
-                        proto::to_string(r.v), r.verdict_by, proto::to_string(d.v)));
+            r.v != d.v ? fmt::format("barrier {} round {} already has the verdict {} (from {}); you sent {}", b.name,
+                                     r.gen, proto::to_string(r.v), r.verdict_by, proto::to_string(d.v))
+                       : fmt::format("barrier {} round {} already has the verdict {} (from {}) with another message",
+                                     b.name, r.gen, proto::to_string(r.v), r.verdict_by));
     else {
-      // The same verdict again (a retry): acknowledge it.
+      // The same verdict again (a retry): acknowledge it, and remember the decider
+      // like any other, so that coming back after the release it is told the outcome.
+      if (std::find(r.decider_ids.begin(), r.decider_ids.end(), d.id) == r.decider_ids.end())
+        r.decider_ids.push_back(d.id);
       out.sends.push_back(
           {c, proto::decided{b.name, r.gen, r.v, static_cast<std::uint32_t>(r.members.size()), r.n}});
       if (d.wait) {
@@ -649,7 +654,8 @@ std::size_t barrier_set::prune(millis now, millis max_idle) {
   std::size_t removed = 0;
   for (auto it = barriers_.begin(); it != barriers_.end();) {
     const barrier& b = it->second;
-    bool busy = !b.open.members.empty() || !b.gathered.empty();
+    // A decider may wait on an open round that has no members left (its chief withdrew).
+    bool busy = !b.open.members.empty() || !b.open.deciders.empty() || !b.gathered.empty();
     if (!busy && now - b.last_activity > max_idle) {
       it = barriers_.erase(it);
       ++removed;

@@ -35,6 +35,15 @@ CLI::Validator name_validator() {
       "NAME");
 }
 
+CLI::Validator scope_validator() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        if (proto::valid_name(s)) return {};
+        return fmt::format("'{}' is not a scope: use 1-128 of A-Z a-z 0-9 . _ : -", s);
+      },
+      "SCOPE");
+}
+
 CLI::Validator duration_validator() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
@@ -52,7 +61,7 @@ struct common_text {
 void add_common(CLI::App* sub, common_options& c, common_text& t) {
   sub->add_option("--addr", c.addr, "Host address HOST:PORT (env TFBARRIER_ADDR; default: from the launcher, else 127.0.0.1:7727)");
   sub->add_option("--scope", c.scope, "Barrier namespace (env TFBARRIER_SCOPE; default: the Slurm job and attempt, else 'default')")
-      ->check(name_validator());
+      ->check(scope_validator());
   sub->add_option("--connect-timeout", t.connect_timeout, "Give up connecting after DUR (default 60s)")
       ->envname("TFBARRIER_CONNECT_TIMEOUT")
       ->check(duration_validator());

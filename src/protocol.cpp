@@ -102,7 +102,7 @@ const std::string* line::get(std::string_view key) const {
 }
 
 bool valid_name(std::string_view s) {
-  if (s.empty() || s.size() > max_name) return false;
+  if (s.empty() || s.size() > max_name || s == "-") return false;  // "-" means "none" on the wire
   for (char c : s)
     if (!is_name_char(c)) return false;
   return true;
@@ -472,6 +472,9 @@ std::string format_reply(const reply& rep) {
           std::string s = fmt::format("ERR {}", to_string(m.kind));
           if (!m.text.empty()) {
             std::string text = m.text.substr(0, max_text);
+            // Error texts may quote what a client sent: keep the line a valid protocol line.
+            for (char& ch : text)
+              if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = '?';
             s += " :" + text;
           }
           out += s + "\n";

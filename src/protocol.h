@@ -37,7 +37,7 @@ std::string format_line(const line& l);
 bool valid_name(std::string_view s);   ///< 1-128 of [A-Za-z0-9._:-]
 bool valid_id(std::string_view s);     ///< 1-64 of [A-Za-z0-9]
 bool valid_text(std::string_view s);   ///< at most max_text, no control bytes
-bool valid_value(std::string_view s);  ///< 1-256 printable, no space or '='
+bool valid_value(std::string_view s);  ///< 1-1024 printable, no space or '='
 
 enum class verdict { none, continue_, stop };
 std::string_view to_string(verdict v);

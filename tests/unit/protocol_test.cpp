@@ -401,6 +401,7 @@ TEST(ErrorKinds, NamesRoundTrip) {
       {error_kind::timeout, "TIMEOUT"},     {error_kind::conflict, "CONFLICT"},
       {error_kind::needn, "NEEDN"},         {error_kind::ambiguous, "AMBIGUOUS"},
       {error_kind::aborted, "ABORTED"},     {error_kind::busy, "BUSY"},
+      {error_kind::auth, "AUTH"},
   };
   for (auto [k, name] : all) {
     EXPECT_EQ(to_string(k), name);
@@ -419,6 +420,7 @@ TEST(ErrorKinds, WhichCloseTheConnection) {
   EXPECT_TRUE(closes_connection(error_kind::badrequest));
   EXPECT_TRUE(closes_connection(error_kind::timeout));
   EXPECT_TRUE(closes_connection(error_kind::busy));  // out of descriptors: nothing more to say
+  EXPECT_TRUE(closes_connection(error_kind::auth));
   // ... and these answer one request and keep the connection.
   EXPECT_FALSE(closes_connection(error_kind::conflict));
   EXPECT_FALSE(closes_connection(error_kind::needn));
@@ -456,6 +458,18 @@ TEST(ParseHello, UnknownKeysAreIgnored) {
   auto h = req_ok<hello>("HELLO v=1 host=a pid=2 auth=token future_key=x :and text");
   EXPECT_EQ(h.host, "a");
   EXPECT_EQ(h.pid, 2u);
+}
+
+TEST(ParseHello, KeepaliveAndNonce) {
+  auto h = req_ok<hello>("HELLO v=1 host=n1 pid=7 keepalive=5000 nonce=00112233445566778899aabbccddeeff");
+  EXPECT_EQ(h.keepalive_ms, 5000u);
+  EXPECT_EQ(h.nonce, "00112233445566778899aabbccddeeff");
+  h = req_ok<hello>("HELLO v=1 host=n1 pid=7");
+  EXPECT_EQ(h.keepalive_ms, 0u);
+  EXPECT_EQ(h.nonce, "");
+  EXPECT_EQ(req_ok<hello>("HELLO v=1 keepalive=3600000").keepalive_ms, 3'600'000u);
+  req_err("HELLO v=1 keepalive=3600001");
+  req_err("HELLO v=1 keepalive=x");
 }
 
 TEST(ParseHello, Malformed) {
@@ -664,6 +678,28 @@ TEST(ParseLeave, Good) {
   req_ok<leave>("LEAVE reason=x :ignored");
 }
 
+TEST(ParsePing, Good) {
+  req_ok<ping>("PING");
+  req_ok<ping>("PING seq=4 :ignored");
+  req_err("PING ");
+}
+
+TEST(ParseAuth, Good) {
+  EXPECT_EQ(req_ok<auth_req>("AUTH proof=CP").proof, "CP");
+  auto a = req_ok<auth_req>("AUTH cred=MUNGE:AwQDAAB_abc:");
+  EXPECT_EQ(a.cred, "MUNGE:AwQDAAB_abc:");
+  EXPECT_EQ(a.proof, "");
+  std::string big(max_value, 'c');  // a MUNGE credential fits in one value
+  EXPECT_EQ(req_ok<auth_req>("AUTH cred=" + big).cred, big);
+}
+
+TEST(ParseAuth, Malformed) {
+  EXPECT_CONTAINS(req_err("AUTH").text, "proof= or cred=");
+  req_err("AUTH proof=-");
+  req_err("AUTH proof=a=b");
+  req_err("AUTH cred=" + std::string(max_value + 1, 'c'));
+}
+
 TEST(ParseRequest, UnknownVerb) {
   EXPECT_CONTAINS(req_err("FROB name=x").text, "unknown request 'FROB'");
   req_err("RELEASE name=e gen=1 verdict=stop");  // a reply verb is not a request
@@ -760,6 +796,23 @@ TEST(FormatRequest, AbortStatusLeave) {
   request_round_trip<leave>(leave{});
 }
 
+TEST(FormatRequest, HelloWithKeepaliveAndNonce) {
+  hello h{1, "n1", 7, 5000, "CN"};
+  EXPECT_EQ(format_request(h), "HELLO v=1 host=n1 pid=7 keepalive=5000 nonce=CN\n");
+  auto back = request_round_trip<hello>(h);
+  EXPECT_EQ(back.keepalive_ms, 5000u);
+  EXPECT_EQ(back.nonce, "CN");
+}
+
+TEST(FormatRequest, PingAndAuth) {
+  EXPECT_EQ(format_request(ping{}), "PING\n");
+  request_round_trip<ping>(ping{});
+  EXPECT_EQ(format_request(auth_req{"CP", ""}), "AUTH proof=CP\n");
+  EXPECT_EQ(request_round_trip<auth_req>(auth_req{"CP", ""}).proof, "CP");
+  EXPECT_EQ(format_request(auth_req{"", "C2"}), "AUTH cred=C2\n");
+  EXPECT_EQ(request_round_trip<auth_req>(auth_req{"", "C2"}).cred, "C2");
+}
+
 TEST(FormatRequest, AtTheLimits) {
   decide d;
   d.name = std::string(max_name, 'n');
@@ -785,6 +838,24 @@ TEST(Replies, Hello) {
   EXPECT_EQ(h.version, 1u);
   EXPECT_EQ(h.server, "tfbarrier/0.1.0");
   EXPECT_EQ(h.auth, "none");
+}
+
+TEST(Replies, HelloWithAuthentication) {
+  hello_reply h{1, "tfbarrier/0.1.0", "hmac", "HN", "HP", ""};
+  EXPECT_EQ(format_reply(h), "HELLO v=1 server=tfbarrier/0.1.0 auth=hmac nonce=HN proof=HP\n");
+  auto back = round_trip<hello_reply>(h);
+  EXPECT_EQ(back.auth, "hmac");
+  EXPECT_EQ(back.nonce, "HN");
+  EXPECT_EQ(back.proof, "HP");
+  EXPECT_EQ(back.cred, "");
+  hello_reply m{1, "tfbarrier/0.1.0", "munge", "HN", "", "MUNGE:xyz_:"};
+  EXPECT_EQ(format_reply(m), "HELLO v=1 server=tfbarrier/0.1.0 auth=munge nonce=HN cred=MUNGE:xyz_:\n");
+  EXPECT_EQ(round_trip<hello_reply>(m).cred, "MUNGE:xyz_:");
+}
+
+TEST(Replies, Pong) {
+  EXPECT_EQ(format_reply(pong{}), "PONG\n");
+  round_trip<pong>(pong{});
 }
 
 TEST(Replies, Waiting) {
@@ -872,7 +943,7 @@ TEST(Replies, Shutdown) {
 TEST(Replies, ErrorsOfEveryKind) {
   for (error_kind k : {error_kind::version, error_kind::handshake, error_kind::toolong, error_kind::badrequest,
                        error_kind::timeout, error_kind::conflict, error_kind::needn, error_kind::ambiguous,
-                       error_kind::aborted, error_kind::busy}) {
+                       error_kind::aborted, error_kind::busy, error_kind::auth}) {
     reply r = error_reply{k, "some text: with = signs and :colons"};
     EXPECT_EQ(format_reply(r), "ERR " + std::string(to_string(k)) + " :some text: with = signs and :colons\n");
     auto e = round_trip<error_reply>(r);
@@ -1045,6 +1116,28 @@ TEST(Replies, StatusSeveralBarriers) {
   EXPECT_FALSE(back.barriers[3].missing);
 }
 
+TEST(Replies, StatusWithGoneMembers) {
+  status_reply s;
+  barrier_info b = sample_barrier();
+  b.gone = {{4u, "node2", 77, "disconnected", 5000}, {std::nullopt, "node3", 78, "unresponsive", 1},
+            {1u, "node4", 79, "left", 0}};
+  s.barriers.push_back(b);
+  std::string bytes = format_reply(s);
+  EXPECT_CONTAINS(bytes,
+                  "MEMBER rank=3 host=node2 pid=43 chief=0 age_ms=12\n"
+                  "GONE rank=4 host=node2 pid=77 how=disconnected ago_ms=5000\n"
+                  "GONE rank=- host=node3 pid=78 how=unresponsive ago_ms=1\n"
+                  "GONE rank=1 host=node4 pid=79 how=left ago_ms=0\n"
+                  "MISSING ranks=1-2,4-5\n");
+  auto back = round_trip<status_reply>(s);
+  ASSERT_EQ(back.barriers.at(0).gone.size(), 3u);
+  EXPECT_EQ(back.barriers[0].gone[0].rank, 4u);
+  EXPECT_EQ(back.barriers[0].gone[0].how, "disconnected");
+  EXPECT_EQ(back.barriers[0].gone[0].ago_ms, 5000);
+  EXPECT_FALSE(back.barriers[0].gone[1].rank);
+  EXPECT_EQ(back.barriers[0].gone[2].host, "node4");
+}
+
 TEST(Replies, StatusMemberLinesAreCapped) {
   status_reply s;
   barrier_info b = sample_barrier();
@@ -1059,7 +1152,7 @@ TEST(Replies, StatusMemberLinesAreCapped) {
 
 TEST(Replies, StatusWithTheLongestMissingList) {
   // n=1000000 with every other rank present: the MISSING line must still be one
-  // valid value (at most 256 bytes) that a client can read.
+  // valid value (at most max_value bytes) that a client can read.
   std::vector<std::uint32_t> missing;
   for (std::uint32_t i = 999'000; i < max_n; i += 2) missing.push_back(i);
   status_reply s;
@@ -1129,6 +1222,8 @@ TEST(ReplyReader, BadLines) {
   bad("");
   bad("WAITING name=e gen=1 arrived=-1");
   bad("MEMBER rank=1 host=h pid=1 chief=0 age_ms=0");  // outside a STATUS block
+  bad("GONE rank=1 host=h pid=1 how=left ago_ms=0");
+  bad("MISSING ranks=1");
 }
 
 TEST(ReplyReader, UnexpectedLineInsideStatus) {
@@ -1193,14 +1288,14 @@ TEST(FormatRanges, FitsInOneValue) {
     EXPECT_TRUE(s.ends_with("+")) << s;
     EXPECT_TRUE(s.starts_with(std::to_string(base) + "-" + std::to_string(base + 1) + ","));
   }
-  // 64 ranges in 255 bytes fit and are not cut; a 65th is cut with "+" (256 bytes).
+  // 64 ranges are not cut; a 65th is cut with "+".
   std::vector<std::uint32_t> v;
   std::string expect;
   for (std::uint32_t i = 0; i < 64; ++i) {
     v.push_back(100 + 2 * i);
     expect += (i ? "," : "") + std::to_string(100 + 2 * i);
   }
-  ASSERT_EQ(expect.size(), max_value - 1);
+  ASSERT_EQ(expect.size(), 255u);
   EXPECT_EQ(format_ranges(v, max_missing_ranges), expect);
   v.push_back(300);
   EXPECT_EQ(format_ranges(v, max_missing_ranges), expect + "+");
@@ -1354,6 +1449,8 @@ TEST(LineSplitter, BufferIsReusedAfterDraining) {
 const char* const doc_client_lines[] = {
     "HELLO v=1 host=node1 pid=4242",
     "HELLO v=7 host=node1 pid=4242",
+    "HELLO v=1 host=n1 pid=7 nonce=CN",
+    "AUTH proof=CP",
     "LEAVE",
     "ARRIVE name=N scope=S id=ID n=6 rank=3 chief=0",
     "DECIDE scope=S id=ID verdict=stop name=N n=6 rank=0 wait=1 :message text",
@@ -1381,6 +1478,8 @@ std::vector<host_example> doc_host_lines() {
        error_reply{error_kind::version,
                    "this host speaks protocol version 1, the client asked for 7; use matching tfbarrier versions"},
        ""},
+      {"HELLO v=1 server=tfbarrier/0.1.0 auth=hmac nonce=HN proof=HP",
+       hello_reply{1, "tfbarrier/0.1.0", "hmac", "HN", "HP", ""}, ""},
       {"RELEASE name=epoch3 gen=2 verdict=stop :loss diverged at step 9000",
        release{"epoch3", 2, verdict::stop, std::nullopt, "loss diverged at step 9000"}, ""},
       {"LEFT name=N gen=G", left{"N", 5}, "5"},
@@ -1466,6 +1565,13 @@ TEST(DocExamples, ReplyFormsHaveTheKeysOfTheCode) {
   EXPECT_EQ(member, "MEMBER rank=0 host=node1 pid=42 chief=1 age_ms=800");
   EXPECT_EQ(keys_of("MEMBER rank=3 host=node1 pid=42 chief=0 age_ms=800"), keys_of(member));
   EXPECT_CONTAINS(bytes, "\nMISSING ranks=1-2,4-5\nEND\n");
+  // The doc's GONE line, byte-exact.
+  status_reply g;
+  barrier_info gb = sample_barrier();
+  gb.members.clear();
+  gb.gone = {{4u, "node2", 77, "disconnected", 5000}};
+  g.barriers.push_back(gb);
+  EXPECT_CONTAINS(format_reply(g), "\nGONE rank=4 host=node2 pid=77 how=disconnected ago_ms=5000\n");
 }
 
 TEST(DocExamples, EveryExampleLineOfTheDocIsTested) {
@@ -1481,6 +1587,7 @@ TEST(DocExamples, EveryExampleLineOfTheDocIsTested) {
   for (const auto& [form, msg] : doc_reply_forms()) EXPECT_CONTAINS(*doc, form);
   EXPECT_CONTAINS(*doc, "MEMBER rank=3 host=node1 pid=42 chief=0 age_ms=800");
   EXPECT_CONTAINS(*doc, "MISSING ranks=2,5");
+  EXPECT_CONTAINS(*doc, "GONE rank=4 host=node2 pid=77 how=disconnected ago_ms=5000");
 
   // Every exchange line of the doc ("    C: ...", "    S→A,B: ...") is one of ours.
   const std::string arrow = "S\xe2\x86\x92";  // "S→"
