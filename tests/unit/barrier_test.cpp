@@ -622,7 +622,9 @@ TEST_F(Barrier, TheSameVerdictWithAnotherMessageIsAConflict) {
   // The verdict is the verdict and its message: a retry sends both unchanged.
   arrive(1, "e", 3);
   decide(2, "e", stop, "why", false);
-  EXPECT_TRUE(to(decide(3, "e", stop, "other"), 3).starts_with("ERR CONFLICT"));
+  std::string line = to(decide(3, "e", stop, "other"), 3);
+  EXPECT_TRUE(line.starts_with("ERR CONFLICT")) << line;
+  EXPECT_CONTAINS(line, "with another message");
 }
 
 TEST_F(Barrier, TheVerdictIsPerRound) {

@@ -1627,3 +1627,10 @@ TEST(DocExamples, EveryExampleLineOfTheDocIsTested) {
 
 }  // namespace
 }  // namespace tfb::proto
+
+// "-" stands for "none" on the wire, so it cannot be a barrier name.
+TEST(ValidName, RejectsTheBareDashThatMeansNone) {
+  EXPECT_FALSE(tfb::proto::valid_name("-"));
+  EXPECT_TRUE(tfb::proto::valid_name("-a"));
+  EXPECT_TRUE(tfb::proto::valid_name("a-"));
+}
