@@ -35,7 +35,7 @@ _tfbarrier_takes_value() {
 
 _tfbarrier() {
   local cword=$COMP_CWORD
-  local cur=${COMP_WORDS[cword]} prev= prefix= i word cmd= cmd_at=0
+  local cur=${COMP_WORDS[cword]} prev='' prefix='' i word cmd='' cmd_at=0
   [ "$cword" -gt 0 ] && prev=${COMP_WORDS[cword - 1]}
   COMPREPLY=()
 

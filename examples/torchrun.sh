@@ -18,6 +18,8 @@
 # Two nodes (run on both; the rendezvous is torchrun's):
 #   torchrun --nnodes=2 --nproc_per_node=4 --rdzv_backend=c10d \
 #     --rdzv_endpoint=node01:29400 --rdzv_id=job42 --no_python examples/torchrun.sh
+# (Debian 12's torch 1.13 under Python 3.11 fails on its default output
+# redirection: add --redirects 1 --tee 1 --log_dir DIR.)
 # Beyond one node the host authenticates (MUNGE, else ~/.tfbarrier/secret
 # through the shared home): see docs/security.md.
 #
@@ -36,7 +38,7 @@ for ((e = 1; e <= epochs; e++)); do
   if [ "$RANK" -eq 0 ]; then
     # The chief: back as soon as all WORLD_SIZE ranks have arrived.
     "$tfb" wait --name "epoch$e" --chief --quiet
-    if ((e >= stop_at)); then verdict=stop; else verdict=continue; fi
+    if ((e >= stop_at)); then verdict='stop'; else verdict='continue'; fi
     echo "rank 0: epoch $e: all $WORLD_SIZE here: $verdict"
     "$tfb" decide "$verdict" --name "epoch$e" --message "epoch $e: $verdict" --quiet
     [ "$verdict" = continue ] || exit 0

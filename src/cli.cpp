@@ -48,7 +48,9 @@ CLI::Validator duration_validator() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
         if (parse_duration(s)) return {};
-        return fmt::format("'{}' is not a duration: use a number with a unit, like 500ms, 90s, 10m, 1h", s);
+        return fmt::format("'{}' is not a duration: use a number with a unit, like 500ms, 90s, 10m, 1h, 1d "
+                           "(a bare number is seconds)",
+                           s);
       },
       "DUR");
 }
@@ -113,7 +115,7 @@ int run_cli(int argc, char** argv) {
                 "(default: the resolved host address, else 127.0.0.1:7727)")
       ->envname("TFBARRIER_LISTEN");
   s->add_flag("--daemon", serve.daemon, "Detach and print shell assignments of TFBARRIER_ADDR and TFBARRIER_PID");
-  s->add_option("--log", serve.log_file, "With --daemon: append the log to FILE (default $TMPDIR/tfbarrier-serve-UID.log)");
+  s->add_option("--log", serve.log_file, "Append the log to FILE (default: stderr; with --daemon $TMPDIR/tfbarrier-serve-UID.log)");
   s->add_option("--idle-exit", idle_exit, "Exit after no barrier has been active for DUR")->check(duration_validator());
   s->add_option("--forget-after", forget_after, "Forget idle barriers and aborts after DUR (default 1h)")
       ->check(duration_validator());
@@ -152,7 +154,8 @@ int run_cli(int argc, char** argv) {
   w->add_option("--rank", wait.rank, "This participant's rank, 0 to n-1 (default: from the launcher)")
       ->check(CLI::Range(0u, proto::max_n - 1));
   w->add_flag("--chief", wait.chief, "Arrive as the chief: return when all are present; the others wait for `decide`");
-  w->add_option("--timeout", wait_timeout, "Withdraw and exit 124 after DUR (default: no timeout)")
+  w->add_option("--timeout", wait_timeout, "Withdraw and exit 124 when not released DUR after arriving (default: no timeout; "
+                "connecting is bounded by --connect-timeout)")
       ->envname("TFBARRIER_TIMEOUT")
       ->check(duration_validator());
   w->add_option("--progress", wait_progress, "Report progress every DUR (default 1s on a terminal, else 30s)")

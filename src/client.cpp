@@ -157,10 +157,12 @@ class engine {
       first = false;
       auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
           backoff * std::uniform_real_distribution<double>(0.5, 1.5)(rng));
-      if (timed_out_connecting_ || clock::now() + wait >= give_up_at) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up_at - clock::now());
+      if (timed_out_connecting_ || left <= 0ms) {
         finish(unreachable(last_error));
         co_return false;
       }
+      wait = std::min(wait, left);  // one last try at the deadline
       asio::steady_timer t(io_, wait);
       co_await t.async_wait(asio::redirect_error(use_awaitable, ec));
       backoff = std::min<std::chrono::milliseconds>(backoff * 2, 1s);

@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -399,12 +401,22 @@ int run_serve(const serve_options& o) {
     }
   }
   if (!o.daemon) {
+    std::FILE* logf = nullptr;
+    if (o.log_file) {
+      logf = std::fopen(o.log_file->c_str(), "a");
+      if (!logf) {
+        print_error(fmt::format("cannot open the log file {}: {}", *o.log_file, std::strerror(errno)));
+        return exit_code::usage;
+      }
+      h.log = logf;
+    }
     h.on_listening = [](const std::string& addr) {
       fmt::print(stdout, "TFBARRIER_ADDR={}\n", addr);
       std::fflush(stdout);
     };
     int rc = run_host(h, error);
     if (!error.empty()) print_error(error);
+    if (logf) std::fclose(logf);
     return rc;
   }
   // --daemon: the child reports "OK addr" or "ERR text" through a pipe, then detaches.

@@ -1,6 +1,6 @@
 #pragma once
 // The one table of tfbarrier's exit codes. man/tfbarrier.1, --help and
-// README.md repeat it; tests/bats/exit_codes.bats checks they agree.
+// README.md repeat it; tests/bats/man.bats checks they agree.
 
 namespace tfb::exit_code {
 inline constexpr int released_continue = 0;  ///< released; the verdict is "continue" (or no chief)

@@ -13,6 +13,8 @@ setup_common() {
   unset SLURM_JOB_ID SLURM_PROCID SLURM_NTASKS SLURM_STEP_NUM_TASKS RANK WORLD_SIZE MASTER_ADDR
   unset OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_RANK PMI_SIZE PMI_RANK TORCHELASTIC_RUN_ID
   HOST_PIDS=()
+  BG_PIDS=()
+  declare -gA PID_OF=()
   # A home of its own: the default secret file (~/.tfbarrier/secret) never leaks between tests.
   export HOME=$BATS_TEST_TMPDIR/home
   mkdir -p "$HOME"
@@ -22,10 +24,17 @@ setup_common() {
 # start_host [serve options...]: starts `tfbarrier serve` on 127.0.0.1:0,
 # waits until it prints its address, exports TFBARRIER_ADDR. Log in $HOST_LOG.
 start_host() {
+  start_host_on 127.0.0.1:0 "$@"
+}
+
+# start_host_on HOST:PORT [serve options...]: as start_host, on a given address.
+start_host_on() {
+  local listen=$1
+  shift
   HOST_LOG=$BATS_TEST_TMPDIR/host.log
   local out=$BATS_TEST_TMPDIR/host.out
   : >"$out"
-  "$TFB" serve --listen 127.0.0.1:0 "$@" >"$out" 2>"$HOST_LOG" 3>&- &
+  "$TFB" serve --listen "$listen" "$@" >"$out" 2>"$HOST_LOG" 3>&- &
   HOST_PID=$!
   HOST_PIDS+=("$HOST_PID")
   local i
@@ -82,4 +91,203 @@ teardown_common() {
   for p in "${HOST_PIDS[@]}" "${BG_PIDS[@]:-}"; do
     [ -n "$p" ] && wait "$p" 2>/dev/null || true
   done
+}
+
+# ---- Processes in the background, bounded ----------------------------------
+# Every one runs under `timeout 20`, which is its own process group's leader:
+# teardown_common's SIGTERM to it reaches the whole group, and nothing outlives
+# a hung test by more than 20 s.
+
+# spawn LABEL CMD...: runs CMD in the background, stdout in $BATS_TEST_TMPDIR/LABEL.out
+# and stderr in LABEL.err. Its pid (timeout's) goes to BG_PIDS and PID_OF[LABEL].
+spawn() {
+  local label=$1
+  shift
+  timeout 20 "$@" >"$BATS_TEST_TMPDIR/$label.out" 2>"$BATS_TEST_TMPDIR/$label.err" 3>&- &
+  BG_PIDS+=("$!")
+  PID_OF[$label]=$!
+}
+
+# spawn_wait LABEL [wait options...]: spawn LABEL "$TFB" wait OPTIONS.
+spawn_wait() {
+  local label=$1
+  shift
+  spawn "$label" "$TFB" wait "$@"
+}
+
+# spawn_timed LABEL CMD...: as spawn, and writes the time it exited
+# (`date +%s.%N`) to $BATS_TEST_TMPDIR/LABEL.end.
+spawn_timed() {
+  local label=$1
+  shift
+  # shellcheck disable=SC2016  # expanded by the inner bash
+  spawn "$label" bash -c 'end=$1; shift; "$@"; rc=$?; date +%s.%N >"$end"; exit "$rc"' _ \
+    "$BATS_TEST_TMPDIR/$label.end" "$@"
+}
+
+# out LABEL / err LABEL: the paths of LABEL's stdout and stderr.
+out() { echo "$BATS_TEST_TMPDIR/$1.out"; }
+err() { echo "$BATS_TEST_TMPDIR/$1.err"; }
+
+# pid_of LABEL: the pid of LABEL's command itself (the child of its `timeout`),
+# e.g. the tfbarrier process that the host lists as a member.
+pid_of() {
+  local t=${PID_OF[$1]} i p
+  for i in $(seq 100); do
+    p=$(pgrep -P "$t" | head -n 1)
+    if [ -n "$p" ]; then
+      echo "$p"
+      return 0
+    fi
+    sleep 0.02
+  done
+  echo "$1 (pid $t) has no child process" >&2
+  return 1
+}
+
+# alive PID: PID runs (a zombie, exited but not yet reaped, does not count).
+alive() {
+  local state
+  state=$(sed -n 's/^State:[[:space:]]*\(.\).*/\1/p' "/proc/$1/status" 2>/dev/null)
+  [ -n "$state" ] && [ "$state" != Z ]
+}
+
+# wait_gone PID [seconds]: waits until PID has exited (default 5 s).
+wait_gone() {
+  local pid=$1 limit=${2:-5} i
+  for i in $(seq $((limit * 20))); do
+    alive "$pid" || return 0
+    sleep 0.05
+  done
+  echo "pid $pid still runs after ${limit}s" >&2
+  return 1
+}
+
+# finish LABEL: waits for LABEL (at most its 20 s) and sets RC to its exit status.
+finish() {
+  RC=0
+  wait "${PID_OF[$1]}" || RC=$?
+}
+
+# expect_exits CODE LABEL...: waits for each LABEL; each must exit CODE.
+expect_exits() {
+  local want=$1 label bad=0
+  shift
+  for label in "$@"; do
+    finish "$label"
+    if [ "$RC" -ne "$want" ]; then
+      echo "$label exited $RC, not $want; its stderr:" >&2
+      cat "$(err "$label")" >&2
+      bad=1
+    fi
+  done
+  if [ "$bad" -ne 0 ]; then
+    [ -n "${HOST_LOG:-}" ] && [ -e "$HOST_LOG" ] && { echo "--- host log" >&2; cat "$HOST_LOG" >&2; }
+    return 1
+  fi
+}
+
+# still_running SECONDS LABEL...: for SECONDS (tenths allowed: 0.5), checks every
+# 0.1 s that each LABEL still runs. This proves a negative ("not released yet"),
+# so it has to let some time pass; it never waits for readiness.
+still_running() {
+  local tenths label i
+  tenths=$(awk -v s="$1" 'BEGIN { printf "%d", s * 10 }')
+  shift
+  for i in $(seq "$tenths"); do
+    for label in "$@"; do
+      if ! alive "${PID_OF[$label]}"; then
+        finish "$label"
+        echo "$label stopped early (exit $RC); its stderr:" >&2
+        cat "$(err "$label")" >&2
+        return 1
+      fi
+    done
+    sleep 0.1
+  done
+}
+
+# wait_for_match FILE REGEX [seconds]: waits until FILE has a line matching REGEX (grep -E).
+wait_for_match() {
+  local file=$1 pattern=$2 limit=${3:-10} i
+  for i in $(seq $((limit * 20))); do
+    grep -qE -- "$pattern" "$file" 2>/dev/null && return 0
+    sleep 0.05
+  done
+  echo "$file never matched '$pattern'; it holds:" >&2
+  cat "$file" >&2 2>/dev/null
+  return 1
+}
+
+# ---- JSON, with jq if installed, else python3 --------------------------------
+
+# json PATH: the value at PATH in $output, as compact JSON ("open", 3, null, true).
+# PATH is dotted and numbers index lists: barriers.0.members.1.rank. A missing key is null.
+json() {
+  if command -v jq >/dev/null; then
+    local filter=. part parts=()
+    IFS=. read -ra parts <<<"$1"
+    for part in "${parts[@]}"; do
+      if [[ $part =~ ^[0-9]+$ ]]; then filter+="[$part]"; else filter+="[\"$part\"]"; fi
+    done
+    jq -c "$filter" <<<"$output"
+  else
+    /usr/bin/python3 -c '
+import json, sys
+v = json.loads(sys.stdin.read())
+for p in filter(None, sys.argv[1].split(".")):
+    if isinstance(v, list):
+        v = v[int(p)] if int(p) < len(v) else None
+    elif isinstance(v, dict):
+        v = v.get(p)
+    else:
+        v = None
+print(json.dumps(v, separators=(",", ":")))
+' "$1" <<<"$output"
+  fi
+}
+
+# json_each PATH FIELD: FIELD of each element of the list at PATH, one a line, sorted.
+json_each() {
+  if command -v jq >/dev/null; then
+    local filter=. part parts=()
+    IFS=. read -ra parts <<<"$1"
+    for part in "${parts[@]}"; do
+      if [[ $part =~ ^[0-9]+$ ]]; then filter+="[$part]"; else filter+="[\"$part\"]"; fi
+    done
+    jq -c "$filter[][\"$2\"]" <<<"$output" | sort
+  else
+    /usr/bin/python3 -c '
+import json, sys
+v = json.loads(sys.stdin.read())
+for p in filter(None, sys.argv[1].split(".")):
+    v = v[int(p)] if isinstance(v, list) else v[p]
+for e in v:
+    print(json.dumps(e.get(sys.argv[2]), separators=(",", ":")))
+' "$1" "$2" <<<"$output" | sort
+  fi
+}
+
+# assert_json PATH EXPECTED: json PATH prints exactly EXPECTED (JSON: '"open"', 3, null).
+assert_json() {
+  local got
+  got=$(json "$1") || { echo "not JSON: $output" >&2; return 1; }
+  if [ "$got" != "$2" ]; then
+    echo "$1: expected $2, got $got; the JSON:" >&2
+    echo "$output" >&2
+    return 1
+  fi
+}
+
+# wait_status NAME PATH EXPECTED: polls `status --name NAME --json` until PATH is EXPECTED.
+wait_status() {
+  local name=$1 path=$2 want=$3 i output
+  for i in $(seq 200); do
+    output=$("$TFB" status --name "$name" --json --connect-timeout 2s 2>/dev/null) &&
+      [ "$(json "$path")" = "$want" ] && return 0
+    sleep 0.05
+  done
+  echo "barrier $name: $path never became $want; last status:" >&2
+  echo "$output" >&2
+  return 1
 }

@@ -5,7 +5,20 @@
 # there), every option the page documents exists, every variable tfbarrier
 # reads is under ENVIRONMENT, and the exit-code tables of the page and of
 # README.md are src/exit_codes.h's.
+# shellcheck disable=SC2154  # $stderr is set by `run --separate-stderr`
 load helpers
+
+# Installs a missing Debian package for this file's checks, as scripts/deps
+# does for the rest of the suite (root only; a failure leaves the test to skip).
+setup_file() {
+  local cmd=mandoc pkg=mandoc
+  command -v "$cmd" >/dev/null && return 0
+  [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null || return 0
+  echo "# installing $pkg for ${BATS_TEST_FILENAME##*/}" >&3
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null 2>&1 || true
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "$pkg" \
+    >/dev/null 2>&1 || true
+}
 
 setup() {
   setup_common
@@ -135,13 +148,16 @@ header_exit_codes() {
 }
 
 @test "every variable that --help or the settings read is under ENVIRONMENT" {
-  local env var missing=() vars
+  local env var cmd missing=() vars
   # The variables named in the head lines of ENVIRONMENT's entries.
   env=$(section "$MAN1" .SH ENVIRONMENT | awk 'prev ~ /^\.TP/ {print} {prev = $0}' |
     grep -oE '[A-Z][A-Z0-9_]+' | sort -u)
   [ -n "$env" ]
   vars=$(
-    for cmd in "" $(commands); do "$TFB" $cmd --help; done | grep -oE 'TFBARRIER_[A-Z_]+'
+    {
+      "$TFB" --help
+      for cmd in $(commands); do "$TFB" "$cmd" --help; done
+    } | grep -oE 'TFBARRIER_[A-Z_]+'
     # Quoted variable names in the settings code; RANK is the one without an underscore.
     grep -oE '"[A-Z][A-Z0-9]*_[A-Z0-9_]+"|"RANK"' "$ROOT/src/settings.cpp" | tr -d '"'
   )
