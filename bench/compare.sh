@@ -11,7 +11,7 @@
 #
 #   bench/compare.sh                       # N = 8 32 128 512, 5 rounds each
 #   BENCH_NS="8 32" BENCH_ROUNDS=3 bench/compare.sh
-#   BENCH_ALTS="floor tfbarrier" bench/compare.sh   # only these columns
+#   BENCH_ALTS="floor tfbarrier" bench/compare.sh   # only these columns (floor (a) always runs)
 #
 # Bounded: every round is killed after BENCH_ROUND_TIMEOUT_S (120 s), and no
 # new round of one cell starts after BENCH_BUDGET_S (300 s). Installs
@@ -76,15 +76,15 @@ run_cell() {
   local out rc=0
   out=$("$BIN/tfb_roundrun" -n "$n" -r "$ROUNDS" -w 1 -t "$ROUND_TIMEOUT" -b "$BUDGET" -p "$key-$n-" -- "$@" \
     2>"$BENCH_TMP/cell.err") || rc=$?
-  local med done failed
+  local med ndone failed
   med=$(field median_ms <<<"$out")
-  done=$(field done <<<"$out")
+  ndone=$(field "done" <<<"$out")
   failed=$(field failed <<<"$out")
   if [ "$rc" -ne 0 ] || [ -z "$med" ]; then
     cell[$key,$n]="FAILED: ${failed:-?} round(s): $(head -c 120 "$BENCH_TMP/cell.err" | tr '\n' ' ')"
   else
     cell[$key,$n]=$med
-    [ "$done" -lt "$ROUNDS" ] && cell[$key,$n]="$med ($done rounds)"
+    [ "$ndone" -lt "$ROUNDS" ] && cell[$key,$n]="$med ($ndone rounds)"
   fi
   printf '  %-10s N=%-4s %s\n' "$key" "$n" "$out" >&2
 }

@@ -32,6 +32,7 @@ bench_build() {
   cmake --build "$BUILD" -j"${BENCH_JOBS:-1}" --target tfbarrier tfb_loadgen tfb_roundrun tfb_floor_a_server \
     tfb_floor_a_client tfb_floor_b_server tfb_noop >/dev/null
   TFB=$BUILD/tfbarrier
+  # shellcheck disable=SC2034  # BIN is used by the scripts that source this file
   BIN=$BUILD/bench
 }
 
@@ -62,10 +63,10 @@ start_server() {
   local out
   out=$(mktemp "$BENCH_TMP/server.XXXXXX")
   "$@" >"$out" 2>>"$BENCH_TMP/servers.log" </dev/null &
-  local pid=$! i
+  local pid=$!
   BENCH_PIDS+=("$pid")
   printf -v "${var}_PID" '%s' "$pid"
-  for i in $(seq 600); do
+  for _ in $(seq 600); do
     if grep -q "^$key=" "$out"; then
       printf -v "$var" '%s' "$(sed -n "s/^$key=//p" "$out" | head -n 1)"
       return 0

@@ -236,6 +236,35 @@ int run_cli(int argc, char** argv) {
   sec->add_flag("--force", secret.force, "Replace an existing secret (every node then needs the new one)");
   sec->footer("\nExample:\n  tfbarrier secret && tfbarrier serve --listen :7727\n" + exit_code_help());
 
+  // Name what is unknown, rather than CLI11's "A subcommand is required".
+  {
+    const char* first_word = nullptr;
+    const char* first_option = nullptr;
+    for (int i = 1; i < argc && !first_word; ++i) {
+      if (argv[i][0] != '-') first_word = argv[i];
+      else if (!first_option) first_option = argv[i];
+    }
+    std::string commands;
+    bool known = false;
+    for (auto* sub : app.get_subcommands({})) {
+      commands += (commands.empty() ? "" : ", ") + sub->get_name();
+      if (first_word && sub->get_name() == first_word) known = true;
+    }
+    std::string_view opt = first_option ? first_option : "";
+    bool help = opt == "-h" || opt == "--help" || opt == "--help-all" || opt == "--version";
+    if (first_word && !known && !help) {
+      print_error(fmt::format("unknown command '{}'; the commands are {}", first_word, commands));
+      fmt::print(stderr, "Run 'tfbarrier --help' for usage.\n");
+      return exit_code::usage;
+    }
+    if (!first_word && first_option && !help) {
+      print_error(fmt::format("unknown option '{}' (or a command is missing); the commands are {}", first_option,
+                              commands));
+      fmt::print(stderr, "Run 'tfbarrier --help' for usage.\n");
+      return exit_code::usage;
+    }
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

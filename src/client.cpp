@@ -455,8 +455,8 @@ std::string describe_gone(const proto::barrier_info& b) {
     seen.push_back(who);
     if (g.rank) left_ranks.push_back(*g.rank);
     std::string how = g.how == "unresponsive" ? "stopped answering (unreachable or stopped)" : g.how;
-    s += fmt::format("{}{} {} {} ago ({} pid {})", s.empty() ? "" : ", ", who, how,
-                     format_duration(duration(g.ago_ms)), g.host, g.pid);
+    s += fmt::format("{}{} {} {} ago", s.empty() ? "" : ", ", who, how, format_duration(duration(g.ago_ms)));
+    if (g.rank) s += fmt::format(" ({} pid {})", g.host, g.pid);
   }
   std::string out = s.empty() ? std::string() : "; left: " + s;
   if (b.missing && !b.missing->empty()) {

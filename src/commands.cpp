@@ -317,7 +317,8 @@ int run_status(const status_options& o) {
     std::string arrived = fmt::format("{}/{}", b.arrived, b.n ? std::to_string(*b.n) : "?");
     fmt::print("{:<12} {:<16} {:>5} {:<9} {:>9} {:<5} {:<8} {:>8}  {}\n", b.scope, b.name, b.gen, b.state, arrived,
                b.chief ? "yes" : "no", proto::to_string(b.v), format_duration(duration(b.age_ms)),
-               b.missing ? (b.missing->empty() ? "none" : *b.missing) : (b.state == "aborted" ? b.reason : "-"));
+               b.missing ? (b.missing->empty() ? "none" : *b.missing) : "-");
+    if (b.state == "aborted") fmt::print("    aborted{}{}\n", b.reason.empty() ? "" : ": ", b.reason);
     if (!o.name.empty())
       for (const auto& m : b.members)
         fmt::print("    {:<10} {} pid {}{}, arrived {} ago\n", m.rank ? fmt::format("rank {}", *m.rank) : "no rank",

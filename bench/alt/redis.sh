@@ -6,7 +6,7 @@
 port=$1 key=$2 n=$3
 count=$(redis-cli -h 127.0.0.1 -p "$port" INCR "$key") || exit 1
 if [ "$count" -eq "$n" ]; then
-  tokens= i=0
+  tokens='' i=0
   while [ "$i" -lt "$n" ]; do tokens="$tokens 1"; i=$((i + 1)); done
   # shellcheck disable=SC2086
   redis-cli -h 127.0.0.1 -p "$port" RPUSH "$key:go" $tokens >/dev/null || exit 1

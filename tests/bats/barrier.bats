@@ -23,7 +23,7 @@ teardown() { teardown_common; }
   # Nobody left before the sixth had started, and all six left within a second of each other.
   local ends
   ends=$(cat "$BATS_TEST_TMPDIR"/p[0-5].end)
-  echo "sixth started at $start6; exits: $(echo $ends)"
+  echo "sixth started at $start6; exits: $(tr '\n' ' ' <<<"$ends")"
   awk -v start="$start6" '$1 < start { print "exited before the sixth started: " $1; bad = 1 }
     END { exit bad }' <<<"$ends"
   awk 'NR == 1 { lo = hi = $1 } { if ($1 < lo) lo = $1; if ($1 > hi) hi = $1 }
@@ -86,8 +86,7 @@ teardown() { teardown_common; }
   wait_arrived norank 2
   still_running 0.3 a b
   run -0 "$TFB" status --name norank --json
-  run json_each barriers.0.members rank
-  assert_output "$(printf 'null\nnull')"
+  assert_equal "$(json_each barriers.0.members rank)" "$(printf 'null\nnull')"
 
   run -0 timeout 20 "$TFB" wait --name norank --n 3
   expect_exits 0 a b

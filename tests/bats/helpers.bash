@@ -147,9 +147,14 @@ pid_of() {
 
 # alive PID: PID runs (a zombie, exited but not yet reaped, does not count).
 alive() {
-  local state
-  state=$(sed -n 's/^State:[[:space:]]*\(.\).*/\1/p' "/proc/$1/status" 2>/dev/null)
-  [ -n "$state" ] && [ "$state" != Z ]
+  local line
+  while IFS= read -r line; do
+    if [[ $line == State:* ]]; then
+      [[ $line != *Z* ]]
+      return
+    fi
+  done 2>/dev/null <"/proc/$1/status"
+  return 1
 }
 
 # wait_gone PID [seconds]: waits until PID has exited (default 5 s).
@@ -209,8 +214,8 @@ still_running() {
 
 # wait_for_match FILE REGEX [seconds]: waits until FILE has a line matching REGEX (grep -E).
 wait_for_match() {
-  local file=$1 pattern=$2 limit=${3:-10} i
-  for i in $(seq $((limit * 20))); do
+  local file=$1 pattern=$2 limit=${3:-10}
+  for _ in $(seq $((limit * 20))); do
     grep -qE -- "$pattern" "$file" 2>/dev/null && return 0
     sleep 0.05
   done
@@ -255,7 +260,7 @@ json_each() {
     for part in "${parts[@]}"; do
       if [[ $part =~ ^[0-9]+$ ]]; then filter+="[$part]"; else filter+="[\"$part\"]"; fi
     done
-    jq -c "$filter[][\"$2\"]" <<<"$output" | sort
+    jq -c "${filter}[][\"$2\"]" <<<"$output" | sort
   else
     /usr/bin/python3 -c '
 import json, sys
@@ -281,8 +286,8 @@ assert_json() {
 
 # wait_status NAME PATH EXPECTED: polls `status --name NAME --json` until PATH is EXPECTED.
 wait_status() {
-  local name=$1 path=$2 want=$3 i output
-  for i in $(seq 200); do
+  local name=$1 path=$2 want=$3 output
+  for _ in $(seq 200); do
     output=$("$TFB" status --name "$name" --json --connect-timeout 2s 2>/dev/null) &&
       [ "$(json "$path")" = "$want" ] && return 0
     sleep 0.05

@@ -1,0 +1,81 @@
+#!/usr/bin/env bats
+# A participant that dies or is interrupted while it waits is withdrawn: the
+# host stops counting it, so the round needs another arrival, and nobody is
+# released early. SIGINT exits 130 and SIGTERM 143.
+# shellcheck disable=SC2154  # $stderr is set by `run --separate-stderr`
+load helpers
+
+setup() { setup_common; }
+teardown() { teardown_common; }
+
+@test "a participant killed with kill -9 while waiting is withdrawn, and the round then needs another arrival" {
+  start_host
+  spawn_wait p0 --name k --n 3 --rank 0
+  spawn_wait p1 --name k --n 3 --rank 1
+  wait_arrived k 2
+  local victim
+  victim=$(pid_of p1)
+
+  kill -9 "$victim"
+  finish p1
+  [ "$RC" -eq 137 ]
+  # Status: it is gone (disconnected), only rank 0 is a member.
+  wait_arrived k 1
+  run -0 "$TFB" status --name k --json
+  assert_json barriers.0.arrived 1
+  assert_equal "$(json_each barriers.0.members rank)" 0
+  assert_json barriers.0.gone.0.rank 1
+  assert_json barriers.0.gone.0.pid "$victim"
+  assert_json barriers.0.gone.0.how '"disconnected"'
+  assert_json barriers.0.missing '"1-2"'
+
+  # A third arrival makes two present, not three: nobody is released.
+  spawn_wait p2 --name k --n 3 --rank 2
+  wait_arrived k 2
+  still_running 0.5 p0 p2
+  run grep 'release k#' "$HOST_LOG"
+  assert_failure
+
+  # Rank 1 comes back as a new process: now all three are present.
+  run -0 timeout 20 "$TFB" wait --name k --n 3 --rank 1
+  expect_exits 0 p0 p2
+}
+
+# interrupted SIGNAL CODE: a waiting participant sent SIGNAL exits CODE, says
+# so, and is withdrawn; the one left waiting is not released.
+interrupted() {
+  local sig=$1 code=$2
+  start_host
+  spawn_wait p0 --name i --n 3 --rank 0
+  spawn_wait p1 --name i --n 3 --rank 1
+  wait_arrived i 2
+  local victim
+  victim=$(pid_of p1)
+
+  SECONDS=0
+  kill "-$sig" "$victim"
+  finish p1
+  [ "$SECONDS" -le 3 ]
+  cat "$(err p1)"
+  [ "$RC" -eq "$code" ]
+  grep -q "^tfbarrier: error: interrupted by $sig" "$(err p1)"
+  [ ! -s "$(out p1)" ]
+
+  wait_arrived i 1
+  run -0 "$TFB" status --name i --json
+  assert_json barriers.0.gone.0.pid "$victim"
+  assert_json barriers.0.gone.0.rank 1
+  spawn_wait p2 --name i --n 3 --rank 2
+  wait_arrived i 2
+  still_running 0.3 p0 p2
+  run -0 timeout 20 "$TFB" wait --name i --n 3 --rank 1
+  expect_exits 0 p0 p2
+}
+
+@test "a participant interrupted with SIGINT exits 130 and is withdrawn" {
+  interrupted SIGINT 130
+}
+
+@test "a participant interrupted with SIGTERM exits 143 and is withdrawn" {
+  interrupted SIGTERM 143
+}

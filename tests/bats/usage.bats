@@ -1,0 +1,170 @@
+#!/usr/bin/env bats
+# Bad command lines: exit 2, nothing on stdout, a `tfbarrier: error:` line on
+# stderr, and nothing reaches the host. Also --version and every --help.
+# shellcheck disable=SC2154  # $stderr is set by `run --separate-stderr`
+load helpers
+
+setup() {
+  setup_common
+  start_host
+}
+teardown() { teardown_common; }
+
+# usage_error ARGS...: `tfbarrier ARGS` exits 2, prints nothing on stdout and
+# starts stderr with `tfbarrier: error: `.
+usage_error() {
+  run -2 --separate-stderr timeout 20 "$TFB" "$@"
+  if [ -n "$output" ] || [[ $stderr != "tfbarrier: error: "* ]]; then
+    echo "tfbarrier $*: stdout: '$output'; stderr: '$stderr'" >&2
+    return 1
+  fi
+}
+
+# host_untouched: the host logged no barrier event (no arrival, conflict,
+# verdict or abort), so the usage errors were caught before connecting.
+host_untouched() {
+  if grep -E ' (arrive|conflict|verdict|abort|leave) ' "$HOST_LOG"; then
+    echo "the host heard from a bad command line" >&2
+    return 1
+  fi
+}
+
+@test "an empty barrier name is a usage error for wait, decide, abort and status" {
+  usage_error wait --name '' --n 2
+  [[ $stderr == *"--name"* ]]
+  usage_error decide stop --name ''
+  usage_error abort --name ''
+  usage_error status --name ''
+  host_untouched
+}
+
+@test "a 129-character name is a usage error, and 128 characters are accepted" {
+  local n128 n129
+  n128=$(printf 'a%.0s' $(seq 128))
+  n129=${n128}b
+  usage_error wait --name "$n129" --n 1
+  [[ $stderr == *"1-128"* ]]
+  usage_error abort --name "$n129"
+  host_untouched
+  run -0 timeout 20 "$TFB" wait --name "$n128" --n 1
+}
+
+@test "a name with a space is a usage error" {
+  usage_error wait --name 'a b' --n 1
+  [[ $stderr == *"'a b' is not a barrier name"* ]]
+  usage_error decide stop --name 'a b'
+  host_untouched
+}
+
+@test "a name with a non-ASCII letter is a usage error" {
+  usage_error wait --name 'é' --n 1
+  [[ $stderr == *"is not a barrier name"* ]]
+  usage_error wait --name 'epoché' --n 1
+  host_untouched
+}
+
+@test "n = 0 and n = 1000001 are usage errors, and n = 1000000 is accepted" {
+  usage_error wait --name x --n 0
+  [[ $stderr == *"--n"* ]]
+  usage_error wait --name x --n 1000001
+  [[ $stderr == *"--n"* ]]
+  usage_error decide stop --name x --n 0 --rank 0
+  host_untouched
+  # The largest n is a real round (it times out, as nobody else comes).
+  run -124 timeout 20 "$TFB" wait --name x --n 1000000 --timeout 100ms
+}
+
+@test "a rank that is not a number is a usage error" {
+  local bad
+  for bad in abc 1.5 -1 ''; do
+    usage_error wait --name x --n 2 --rank "$bad"
+    [[ $stderr == *"--rank"* ]]
+  done
+  usage_error decide stop --name x --n 2 --rank abc
+  host_untouched
+}
+
+@test "bad durations (5x, -1s) are usage errors for every duration option" {
+  local bad opt
+  for bad in 5x -1s; do
+    for opt in --timeout --connect-timeout --progress --keepalive; do
+      usage_error wait --name x --n 2 "$opt" "$bad"
+      [[ $stderr == *"$opt: '$bad' is not a duration"* ]]
+    done
+    usage_error serve --listen 127.0.0.1:0 --idle-exit "$bad"
+    usage_error serve --listen 127.0.0.1:0 --forget-after "$bad"
+    usage_error status --connect-timeout "$bad"
+  done
+  host_untouched
+}
+
+@test "unknown options are usage errors that name the option" {
+  local cmd
+  for cmd in "wait --name x --n 1" "decide stop" "abort --name x" "status" "serve --listen 127.0.0.1:0" "config"; do
+    # shellcheck disable=SC2086  # $cmd is words on purpose
+    usage_error $cmd --bogus
+    [[ $stderr == *"--bogus"* ]]
+  done
+  usage_error --bogus wait --name x --n 1
+  [[ $stderr == *"--bogus"* ]]
+  host_untouched
+}
+
+@test "an unknown command or a lone unknown option is a usage error that names it" {
+  usage_error wiat --name x
+  echo "tfbarrier wiat: $stderr"
+  [[ $stderr == *wiat* ]]
+  usage_error --bogus
+  echo "tfbarrier --bogus: $stderr"
+  [[ $stderr == *"--bogus"* ]]
+  host_untouched
+}
+
+@test "wait and abort without --name are usage errors that say --name is required" {
+  usage_error wait --n 2
+  [[ $stderr == *"--name is required"* ]]
+  usage_error abort --reason why
+  [[ $stderr == *"--name is required"* ]]
+  host_untouched
+}
+
+@test "a verdict other than continue or stop is a usage error, and so is none" {
+  local bad
+  for bad in maybe STOP Continue ''; do
+    usage_error decide "$bad" --name x
+    [[ $stderr == *verdict* ]]
+  done
+  usage_error decide --name x
+  [[ $stderr == *"verdict is required"* ]]
+  host_untouched
+}
+
+@test "--version prints the version and the protocol version" {
+  run -0 --separate-stderr "$TFB" --version
+  assert_output --regexp '^tfbarrier [0-9]+\.[0-9]+\.[0-9]+ \(protocol 1\)$'
+  assert_equal "$stderr" ""
+}
+
+@test "--help of every command shows examples and the whole exit-code table" {
+  # The table as src/exit_codes.h has it: "%5d  meaning" per row.
+  local header=$BATS_TEST_DIRNAME/../../src/exit_codes.h table
+  table=$(/usr/bin/python3 - "$header" <<'EOF'
+import re, sys
+src = open(sys.argv[1]).read()
+codes = dict(re.findall(r'constexpr int (\w+) = (\d+);', src))
+for name, text in re.findall(r'\{exit_code::(\w+), "([^"]*)"\}', src):
+    print("%5d  %s" % (int(codes[name]), text))
+EOF
+  )
+  [ "$(wc -l <<<"$table")" -eq 11 ]
+  local cmd line
+  for cmd in "" serve wait decide abort status config secret; do
+    # shellcheck disable=SC2086  # $cmd is one word or none
+    run -0 --separate-stderr "$TFB" $cmd --help
+    assert_line --regexp '^Examples?:$'
+    assert_line 'Exit codes:'
+    while IFS= read -r line; do
+      assert_line "$line"
+    done <<<"$table"
+  done
+}
