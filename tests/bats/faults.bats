@@ -1,0 +1,278 @@
+#!/usr/bin/env bats
+# Faults: the fault-injection harness (tests/faults/harness.py) at CI size, and
+# focused tests of each fault it injects: the host killed with kill -9 and
+# restarted on the same address, a frozen host (SIGSTOP), a frozen participant,
+# a connection that dies while its round releases, and what --state-dir keeps.
+# Every process here is real and talks real TCP on loopback (the harness also
+# across network namespaces of its own when root). See docs/reliability.md.
+load helpers
+
+FAULTS=$BATS_TEST_DIRNAME/../faults
+
+setup() {
+  setup_common
+  cd "$BATS_TEST_TMPDIR" || return
+  BG_PIDS=()
+  export TFBARRIER_KEEPALIVE=300ms
+}
+
+teardown() {
+  local p
+  for p in "${BG_PIDS[@]}" "${HOST_PIDS[@]}"; do
+    [ -n "$p" ] && kill -CONT "$p" 2>/dev/null || true
+  done
+  teardown_common
+  if [ "$(id -u)" -eq 0 ]; then /usr/bin/python3 "$FAULTS/harness.py" --cleanup; fi
+}
+
+# A free port below the ephemeral range: a client reconnecting while the host
+# is down can never get it as its own source port (and connect to itself).
+low_port() {
+  /usr/bin/python3 -c '
+import random, socket
+lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+while True:
+    p = random.randint(lo - 12000, lo - 1)
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p)); print(p); break
+    except OSError:
+        pass
+    finally:
+        s.close()'
+}
+
+# serve_at ADDR [serve options...]: starts a host on exactly ADDR (a restart),
+# waits until it listens. Sets HOST_PID; the log goes on in $HOST_LOG.
+serve_at() {
+  local addr=$1
+  shift
+  HOST_LOG=$BATS_TEST_TMPDIR/host.log
+  local out=$BATS_TEST_TMPDIR/host.$RANDOM.out
+  : >"$out"
+  "$TFB" serve --listen "$addr" "$@" >"$out" 2>>"$HOST_LOG" 3>&- &
+  HOST_PID=$!
+  HOST_PIDS+=("$HOST_PID")
+  local i
+  for i in $(seq 200); do
+    grep -q '^TFBARRIER_ADDR=' "$out" && { export TFBARRIER_ADDR=$addr; return 0; }
+    kill -0 "$HOST_PID" 2>/dev/null || { echo "host died:" >&2; cat "$HOST_LOG" >&2; return 1; }
+    sleep 0.05
+  done
+  echo "host did not listen on $addr in 10 s" >&2
+  return 1
+}
+
+# kill9_host: kill -9 the host and reap it.
+kill9_host() {
+  kill -9 "$HOST_PID"
+  wait "$HOST_PID" 2>/dev/null || true
+}
+
+# bg_wait FILE ARGS...: `tfbarrier wait ARGS` in the background; stdout in FILE.out, stderr in FILE.err.
+bg_wait() {
+  local f=$1
+  shift
+  "$TFB" wait -q "$@" >"$f.out" 2>"$f.err" 3>&- &
+  LAST_PID=$!
+  BG_PIDS+=("$LAST_PID")
+}
+
+# reap PID EXPECTED_RC: waits for a background participant and checks its exit code.
+reap() {
+  local rc=0
+  wait "$1" || rc=$?
+  [ "$rc" -eq "$2" ] || { echo "pid $1 exited $rc, expected $2" >&2; return 1; }
+}
+
+@test "faults: the checker finds each kind of violation in made-up records" {
+  run -0 /usr/bin/python3 "$FAULTS/harness.py" --self-test
+  refute_output --partial FAILED
+}
+
+@test "faults: harness at CI size on loopback: kills, freezes and host restarts; 0 violations" {
+  run timeout -k 5 150 /usr/bin/python3 "$FAULTS/harness.py" --bin "$TFB" --netns off --rounds 60 --budget 30
+  echo "$output"
+  [ "$status" -eq 0 ]
+  assert_line --regexp '^violations: 0 '
+  assert_line --regexp '^faults injected: [1-9][0-9]* .*host_kill [1-9].*host_stop [1-9].*participant_kill [1-9].*participant_stop [1-9]'
+}
+
+@test "faults: harness at CI size across network namespaces, with a shared secret, links cut; 0 violations" {
+  [ "$(id -u)" -eq 0 ] || skip "needs root for network namespaces"
+  # Host in tfbf-h, participants in tfbf-p1..3; the harness builds and removes them.
+  run timeout -k 5 150 /usr/bin/python3 "$FAULTS/harness.py" --bin "$TFB" --netns on --auth secret \
+    --rounds 60 --budget 30
+  echo "$output"
+  [ "$status" -eq 0 ]
+  assert_line --regexp '^violations: 0 '
+  run ip netns list
+  refute_output --partial tfbf-
+}
+
+@test "faults: the host killed with kill -9 and restarted on the same address: waiting participants carry on" {
+  local addr=127.0.0.1:$(low_port)
+  serve_at "$addr"
+  export TFBARRIER_CONNECT_TIMEOUT=15s
+  bg_wait r0 --name k --n 3 --rank 0 --timeout 30s
+  local p0=$LAST_PID
+  bg_wait r1 --name k --n 3 --rank 1 --timeout 30s
+  local p1=$LAST_PID
+  wait_arrived k 2
+  kill9_host
+  sleep 0.5
+  serve_at "$addr"  # no --state-dir: arrivals need none, the participants send them again
+  wait_arrived k 2
+  run -0 timeout 20 "$TFB" wait --name k --n 3 --rank 2 --timeout 10s
+  reap "$p0" 0
+  reap "$p1" 0
+  grep -q "release k#1: 3 participants" "$HOST_LOG"
+}
+
+@test "faults: with --state-dir, a 'decide stop --no-wait' acknowledged before a kill -9 is delivered after the restart" {
+  local addr=127.0.0.1:$(low_port)
+  serve_at "$addr" --state-dir "$BATS_TEST_TMPDIR/state"
+  export TFBARRIER_CONNECT_TIMEOUT=15s
+  run -0 timeout 10 "$TFB" decide stop --no-wait --name v --n 3 --rank 0 --message "loss diverged at step 9000"
+  assert_output --partial "verdict stop recorded for barrier v round 1"
+  bg_wait r1 --name v --n 3 --rank 1 --timeout 30s
+  local p1=$LAST_PID
+  wait_arrived v 2
+  kill9_host
+  serve_at "$addr" --state-dir "$BATS_TEST_TMPDIR/state"
+  run -1 timeout 20 "$TFB" wait --name v --n 3 --rank 2 --timeout 10s
+  assert_output "loss diverged at step 9000"
+  reap "$p1" 1
+  assert_equal "$(cat r1.out)" "loss diverged at step 9000"
+}
+
+@test "faults: without --state-dir, that acknowledged verdict is lost in a kill -9 (documented)" {
+  local addr=127.0.0.1:$(low_port)
+  serve_at "$addr"
+  export TFBARRIER_CONNECT_TIMEOUT=15s
+  run -0 timeout 10 "$TFB" decide stop --no-wait --name v --n 3 --rank 0 --message "loss diverged"
+  bg_wait r1 --name v --n 3 --rank 1 --timeout 4s
+  local p1=$LAST_PID
+  wait_arrived v 2
+  kill9_host
+  serve_at "$addr"
+  # The chief's arrival and its verdict died with the host: rank 0 is missing for good.
+  run -124 timeout 20 "$TFB" wait --name v --n 3 --rank 2 --timeout 3s
+  assert_output --partial "never arrived: rank 0"
+  reap "$p1" 124
+}
+
+@test "faults: a participant frozen with SIGSTOP is withdrawn as unresponsive; the others time out naming it" {
+  start_host
+  bg_wait r1 --name z --n 3 --rank 1 --timeout 60s
+  local frozen=$LAST_PID
+  wait_arrived z 1
+  bg_wait r0 --name z --n 3 --rank 0 --timeout 4s
+  local p0=$LAST_PID
+  wait_arrived z 2
+  kill -STOP "$frozen"
+  wait_for_log "rank 1 \(.* pid $frozen\) withdrew \(unresponsive\)" 5
+  run -0 "$TFB" status --name z --json
+  echo "$output" >status.json
+  run -0 /usr/bin/python3 -c '
+import json, sys
+b = json.load(open("status.json"))["barriers"][0]
+print(b["arrived"], b["missing"], [(g["rank"], g["pid"], g["how"]) for g in b["gone"]])'
+  assert_output "1 1-2 [(1, $frozen, 'unresponsive')]"
+  reap "$p0" 124
+  run cat r0.err
+  assert_output --regexp "rank 1 stopped answering \(unreachable or stopped\) [0-9.]+m?s ago \(.* pid $frozen\)"
+  assert_output --partial "never arrived: rank 2"
+}
+
+@test "faults: the host frozen with SIGSTOP: a new participant exits 69 after --connect-timeout, not 124" {
+  start_host
+  kill -STOP "$HOST_PID"
+  local t0=$SECONDS
+  run -69 timeout 30 "$TFB" wait --name f --n 2 --timeout 20s --connect-timeout 2s
+  assert_output --partial "the host did not answer"
+  [ $((SECONDS - t0)) -le 6 ]
+  kill -CONT "$HOST_PID"
+}
+
+@test "faults: the host frozen with SIGSTOP: a waiting participant exits 69 (host lost), not 124" {
+  start_host
+  bg_wait r0 --name f --n 2 --rank 0 --timeout 60s --connect-timeout 2s
+  local p0=$LAST_PID
+  wait_arrived f 1
+  kill -STOP "$HOST_PID"
+  local t0=$SECONDS
+  reap "$p0" 69
+  # 3 keep-alives of silence (0.9 s + 0.5 s), then 2 s of trying to reconnect.
+  [ $((SECONDS - t0)) -le 8 ]
+  run cat r0.err
+  assert_output --partial "stopped answering"
+  kill -CONT "$HOST_PID"
+}
+
+@test "faults: the host frozen for 2 s while participants wait: they carry on and release" {
+  start_host
+  export TFBARRIER_CONNECT_TIMEOUT=15s
+  bg_wait r0 --name t --n 3 --rank 0 --timeout 30s
+  local p0=$LAST_PID
+  bg_wait r1 --name t --n 3 --rank 1 --timeout 30s
+  local p1=$LAST_PID
+  wait_arrived t 2
+  kill -STOP "$HOST_PID"
+  sleep 2  # longer than 3 keep-alives: both give the connection up and reconnect
+  kill -CONT "$HOST_PID"
+  run -0 timeout 20 "$TFB" wait --name t --n 3 --rank 2 --timeout 10s
+  reap "$p0" 0
+  reap "$p1" 0
+}
+
+@test "faults: the same with a shared secret: participants frozen out mid-handshake carry on (not exit 77)" {
+  "$TFB" secret --file "$BATS_TEST_TMPDIR/secret" >/dev/null
+  export TFBARRIER_SECRET_FILE=$BATS_TEST_TMPDIR/secret
+  start_host --secret-file "$TFBARRIER_SECRET_FILE"
+  export TFBARRIER_CONNECT_TIMEOUT=15s
+  bg_wait r0 --name s --n 3 --rank 0 --timeout 30s
+  local p0=$LAST_PID
+  bg_wait r1 --name s --n 3 --rank 1 --timeout 30s
+  local p1=$LAST_PID
+  wait_arrived s 2
+  kill -STOP "$HOST_PID"
+  # Both notice the silence after 1.4 s and reconnect; their HELLO waits in the
+  # frozen host's backlog while they send keep-alive PINGs behind it.
+  sleep 2.2
+  kill -CONT "$HOST_PID"
+  run -0 timeout 20 "$TFB" wait --name s --n 3 --rank 2 --timeout 10s
+  local rc0=0 rc1=0
+  wait "$p0" || rc0=$?
+  wait "$p1" || rc1=$?
+  echo "rank 0 exit $rc0: $(cat r0.err)"
+  echo "rank 1 exit $rc1: $(cat r1.err)"
+  grep "authentication failed" "$HOST_LOG" || true
+  [ "$rc0" -eq 0 ]
+  [ "$rc1" -eq 0 ]
+}
+
+@test "faults: a connection lost while its round releases: the participant comes back and gets that round's outcome" {
+  start_host
+  local proxy_port
+  proxy_port=$(low_port)
+  /usr/bin/python3 "$FAULTS/blackhole.py" "$proxy_port" "$TFBARRIER_ADDR" --lifetime 60 >proxy.out 3>&- &
+  local proxy=$!
+  BG_PIDS+=("$proxy")
+  local i
+  for i in $(seq 100); do grep -q '<ready>' proxy.out && break; sleep 0.05; done
+  run -0 timeout 10 "$TFB" decide stop --no-wait --name cut --n 3 --rank 0 --message "stop: cut round"
+  # Rank 1 talks to the host through the proxy.
+  bg_wait r1 --name cut --n 3 --rank 1 --timeout 30s --addr "127.0.0.1:$proxy_port" --connect-timeout 15s
+  local p1=$LAST_PID
+  wait_arrived cut 2
+  kill -USR1 "$proxy"  # rank 1's connection is now a dead link, both ways
+  for i in $(seq 100); do grep -q '<dead>' proxy.out && break; sleep 0.05; done
+  run -1 timeout 20 "$TFB" wait --name cut --n 3 --rank 2 --timeout 10s
+  assert_output "stop: cut round"
+  # The RELEASE for rank 1 is stuck in the dead link; rank 1 notices the silence,
+  # reconnects with the same id and is told its round's outcome.
+  reap "$p1" 1
+  assert_equal "$(cat r1.out)" "stop: cut round"
+  grep -q "rejoin cut#1: participant .* came back after the release; told the outcome" "$HOST_LOG"
+}
