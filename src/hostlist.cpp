@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <charconv>
 #include <fmt/format.h>
+
+#include "text.h"
 #include <limits>
 #include <optional>
 
@@ -24,8 +26,6 @@ namespace {
 
 /// Past this many bytes of expanded names, an error (guards "a...a[1-1000000]").
 constexpr std::size_t max_hostlist_bytes = std::size_t{64} << 20;
-/// Longer expressions are cut in error messages.
-constexpr std::size_t max_quoted = 80;
 
 struct num_range {
   std::uint64_t lo = 0;
@@ -46,27 +46,6 @@ struct parsed_list {
   std::size_t count = 0;
 };
 
-std::string quote_text(std::string_view s) {
-  std::string out = "\"";
-  std::size_t n = 0;
-  for (char c : s) {
-    if (n++ == max_quoted) {
-      out += "...";
-      break;
-    }
-    auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) {
-      out += fmt::format("\\x{:02x}", u);
-    } else if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
-  return out;
-}
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_space_or_control(char c) {

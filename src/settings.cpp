@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <charconv>
 #include <fmt/format.h>
+
+#include "text.h"
 #include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <type_traits>
@@ -25,27 +27,6 @@ constexpr std::string_view scope_rule = "use 1 to 128 characters of A-Z a-z 0-9 
 constexpr std::string_view addr_hint = "set TFBARRIER_HOST or TFBARRIER_ADDR, or pass --addr HOST:PORT";
 
 /// A value for an error message: quoted, control bytes escaped, long values cut.
-std::string quote_text(std::string_view s) {
-  std::string out = "\"";
-  std::size_t n = 0;
-  for (char c : s) {
-    if (n++ == 80) {
-      out += "...";
-      break;
-    }
-    auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) {
-      out += fmt::format("\\x{:02x}", u);
-    } else if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
-  return out;
-}
 
 /// `VAR="value"` for a variable, `--flag "value"` for a flag.
 std::string show(std::string_view name, std::string_view value) {
