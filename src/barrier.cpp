@@ -13,6 +13,26 @@ constexpr std::size_t max_departed = 64;       // departures remembered per roun
 constexpr conn_id restored_conn_base = conn_id{1} << 62;  // members restored from the journal have no connection
 }  // namespace
 
+journal_entry barrier_set::entry(journal_entry::kind what, const barrier& b, std::uint64_t gen, verdict v,
+                                 const std::string& message) {
+  journal_entry j;
+  j.what = what;
+  j.scope = b.scope;
+  j.name = b.name;
+  j.gen = gen;
+  j.v = v;
+  j.message = message;
+  return j;
+}
+
+void barrier_set::chief_arrival(journal_entry& j, const member& m) {
+  j.chief_arrival = true;
+  j.id = m.id;
+  j.host = m.host;
+  j.pid = m.pid;
+  j.rank = m.rank;
+}
+
 std::string barrier_set::describe(const member& m) {
   std::string who = m.rank ? fmt::format("rank {}", *m.rank) : std::string("a participant without rank");
   return fmt::format("{} ({} pid {})", who, m.host, m.pid);
@@ -224,13 +244,7 @@ void barrier_set::release(barrier& b, round& r, output& out) {
   for (const auto& [c, m] : r.members) f.ids.push_back(m.id);
   f.ids.insert(f.ids.end(), r.decider_ids.begin(), r.decider_ids.end());
   std::sort(f.ids.begin(), f.ids.end());
-  journal_entry j;
-  j.what = journal_entry::kind::release;
-  j.scope = b.scope;
-  j.name = b.name;
-  j.gen = r.gen;
-  j.v = r.v;
-  j.message = r.message;
+  journal_entry j = entry(journal_entry::kind::release, b, r.gen, r.v, r.message);
   j.ids = f.ids;
   out.journal.push_back(std::move(j));
   b.recent.push_front(std::move(f));
@@ -247,13 +261,7 @@ void barrier_set::deliver_verdict(barrier& b, round& r, verdict v, const std::st
   r.message = message;
   r.verdict_by = by;
   r.decider_ids.push_back(decider_id);
-  journal_entry j;
-  j.what = journal_entry::kind::verdict;
-  j.scope = b.scope;
-  j.name = b.name;
-  j.gen = r.gen;
-  j.v = v;
-  j.message = message;
+  journal_entry j = entry(journal_entry::kind::verdict, b, r.gen, v, message);
   j.id = decider_id;
   j.n = r.n;
   out.journal.push_back(std::move(j));
@@ -373,19 +381,9 @@ void barrier_set::decide(conn_id c, const proto::decide& d, const peer_info& p, 
   r.v = d.v;
   r.message = d.message;
   r.verdict_by = by;
-  journal_entry j;
-  j.what = journal_entry::kind::verdict;
-  j.scope = b.scope;
-  j.name = b.name;
-  j.gen = r.gen;
-  j.v = d.v;
-  j.message = d.message;
-  j.chief_arrival = true;
-  j.id = d.id;
-  j.host = p.host;
-  j.pid = p.pid;
+  journal_entry j = entry(journal_entry::kind::verdict, b, r.gen, d.v, d.message);
+  chief_arrival(j, r.members.at(c));
   j.n = r.n;
-  j.rank = d.rank;
   out.journal.push_back(std::move(j));
   auto count = static_cast<std::uint32_t>(r.members.size());
   out.log.push_back(fmt::format("arrive {}: {} as chief with verdict {}, {}/{}", label(b, r.gen), who,
@@ -416,13 +414,7 @@ void barrier_set::abort(conn_id c, const proto::abort_req& a, millis now, output
     b.aborted_gen = b.gathered.empty() ? b.open.gen : b.gathered.begin()->first;
     b.abort_reason = a.reason;
   }
-  journal_entry j;
-  j.what = journal_entry::kind::abort;
-  j.scope = b.scope;
-  j.name = b.name;
-  j.gen = b.aborted_gen;
-  j.message = b.abort_reason;
-  out.journal.push_back(std::move(j));
+  out.journal.push_back(entry(journal_entry::kind::abort, b, b.aborted_gen, verdict::none, b.abort_reason));
   b.gathered.clear();
   std::uint64_t gen = b.open.gen;
   b.open = round{};
@@ -604,47 +596,20 @@ std::vector<journal_entry> barrier_set::snapshot() const {
   std::vector<journal_entry> out;
   for (const auto& [k, b] : barriers_) {
     for (auto it = b.recent.rbegin(); it != b.recent.rend(); ++it) {
-      journal_entry j;
-      j.what = journal_entry::kind::release;
-      j.scope = b.scope;
-      j.name = b.name;
-      j.gen = it->gen;
-      j.v = it->v;
-      j.message = it->message;
-      j.ids = it->ids;
-      out.push_back(std::move(j));
+      out.push_back(entry(journal_entry::kind::release, b, it->gen, it->v, it->message));
+      out.back().ids = it->ids;
     }
     if (b.aborted) {
-      journal_entry j;
-      j.what = journal_entry::kind::abort;
-      j.scope = b.scope;
-      j.name = b.name;
-      j.gen = b.aborted_gen;
-      j.message = b.abort_reason;
-      out.push_back(std::move(j));
+      out.push_back(entry(journal_entry::kind::abort, b, b.aborted_gen, verdict::none, b.abort_reason));
       continue;
     }
     const round& r = b.open;
     if (r.v == verdict::none) continue;
-    journal_entry j;
-    j.what = journal_entry::kind::verdict;
-    j.scope = b.scope;
-    j.name = b.name;
-    j.gen = r.gen;
-    j.v = r.v;
-    j.message = r.message;
+    journal_entry j = entry(journal_entry::kind::verdict, b, r.gen, r.v, r.message);
     j.n = r.n;
-    bool chief_member = false;
     for (const auto& [c, m] : r.members)
-      if (m.chief && m.durable) {
-        j.chief_arrival = true;
-        j.id = m.id;
-        j.host = m.host;
-        j.pid = m.pid;
-        j.rank = m.rank;
-        chief_member = true;
-      }
-    if (!chief_member && !r.decider_ids.empty()) j.id = r.decider_ids.front();
+      if (m.chief && m.durable) chief_arrival(j, m);
+    if (!j.chief_arrival && !r.decider_ids.empty()) j.id = r.decider_ids.front();
     out.push_back(std::move(j));
   }
   return out;

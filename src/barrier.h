@@ -156,6 +156,9 @@ class barrier_set {
                   const std::optional<std::uint32_t>& rank, bool chief, const peer_info& p, output& out);
   void add_member(barrier& b, conn_id c, member m, millis now);
   static std::string describe(const member& m);
+  static journal_entry entry(journal_entry::kind what, const barrier& b, std::uint64_t gen, proto::verdict v,
+                             const std::string& message);
+  static void chief_arrival(journal_entry& j, const member& m);
   static std::string label(const barrier& b, std::uint64_t gen);
 
   std::map<key, barrier> barriers_;
