@@ -73,9 +73,10 @@ set(CPACK_STRIP_FILES ON)
 set(CPACK_GENERATOR DEB)
 
 # .deb: the dependencies come from dpkg-shlibdeps. With TFB_STATIC_RUNTIME
-# (the default) libstdc++ and libgcc are linked in, fmt is header-only, so
-# that is libc6 and libssl3 (libcrypto, for HMAC-SHA-256). libmunge is loaded
-# at run time where it is installed, hence only a suggestion.
+# (the default) libstdc++ and libgcc are linked in, fmt is header-only and
+# libcrypto is linked statically (it is also faster to start), so that is
+# libc6 alone. libmunge is loaded at run time where it is installed, hence
+# only a suggestion.
 set(CPACK_DEBIAN_PACKAGE_NAME tfbarrier)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # tfbarrier_0.1.0_amd64.deb
 set(CPACK_DEBIAN_PACKAGE_SECTION utils)

@@ -1,6 +1,9 @@
 #include "auth.h"
 
 #include <fcntl.h>
+#include <sys/random.h>
+
+#include <cerrno>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -31,8 +34,16 @@ const char* dir_label(direction d) { return d == direction::to_host ? "to-host" 
 }  // namespace
 
 std::string make_nonce() {
+  // The kernel's CSPRNG directly: RAND_bytes would initialise OpenSSL's DRBG
+  // (providers, config file) in every `tfbarrier wait`, about 8M instructions.
   unsigned char buf[nonce_bytes];
-  if (RAND_bytes(buf, sizeof buf) != 1) std::abort();  // no randomness: nothing is safe
+  std::size_t got = 0;
+  while (got < sizeof buf) {
+    ssize_t n = ::getrandom(buf + got, sizeof buf - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) std::abort();  // no randomness: nothing is safe
+    got += static_cast<std::size_t>(n);
+  }
   return to_hex(buf, sizeof buf);
 }
 

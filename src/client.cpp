@@ -139,7 +139,13 @@ class engine {
     std::string last_error = "no attempt";
     while (!done()) {
       asio::error_code ec;
-      auto results = co_await resolver.async_resolve(host, port, asio::redirect_error(use_awaitable, ec));
+      // A numeric address needs no name service: resolve it here, without the
+      // thread that async_resolve starts (a clone and a join in every `wait`).
+      auto results = resolver.resolve(host, port, tcp::resolver::numeric_host | tcp::resolver::numeric_service, ec);
+      if (ec) {
+        ec.clear();
+        results = co_await resolver.async_resolve(host, port, asio::redirect_error(use_awaitable, ec));
+      }
       if (!ec) {
         co_await asio::async_connect(socket_, results, asio::redirect_error(use_awaitable, ec));
         if (!ec) {

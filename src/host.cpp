@@ -59,10 +59,8 @@ class server;
 class session : public std::enable_shared_from_this<session> {
  public:
   session(server& srv, tcp::socket s, conn_id id, std::string peer_addr)
-      : srv_(srv), socket_(std::move(s)), id_(id), write_signal_(socket_.get_executor()),
-        handshake_timer_(socket_.get_executor()), peer_addr_(std::move(peer_addr)) {
-    write_signal_.expires_at(std::chrono::steady_clock::time_point::max());
-  }
+      : srv_(srv), socket_(std::move(s)), id_(id),
+        handshake_timer_(socket_.get_executor()), peer_addr_(std::move(peer_addr)) {}
   void start();
   void send(std::string bytes, bool close_after);
   void stop();
@@ -72,17 +70,17 @@ class session : public std::enable_shared_from_this<session> {
 
  private:
   void watch_liveness();
-  awaitable<void> reader();
-  awaitable<void> writer();
+  void read_more();
+  void on_readable(asio::error_code ec);
+  void flush();
   void handle_line(const std::string& l);
 
   server& srv_;
   tcp::socket socket_;
   conn_id id_;
-  asio::steady_timer write_signal_;
   asio::steady_timer handshake_timer_;
-  std::deque<std::string> outbox_;
-  std::size_t outbox_bytes_ = 0;
+  std::string outbox_;         // bytes not yet taken by the kernel (almost always empty)
+  bool writing_ = false;       // waiting for the socket to take more
   bool close_after_flush_ = false;
   bool stopped_ = false;
   bool hello_ = false;
@@ -220,8 +218,9 @@ void session::start() {
                                  self->hello_ ? "AUTH" : "HELLO"));
     self->send(proto::format_reply(proto::error_reply{proto::error_kind::timeout, "no HELLO in time"}), true);
   });
-  asio::co_spawn(socket_.get_executor(), [self] { return self->reader(); }, asio::detached);
-  asio::co_spawn(socket_.get_executor(), [self] { return self->writer(); }, asio::detached);
+  asio::error_code nb;
+  socket_.non_blocking(true, nb);
+  read_more();
 }
 
 void session::send(std::string bytes, bool close_after) {
@@ -240,15 +239,44 @@ void session::send(std::string bytes, bool close_after) {
     }
     bytes = std::move(sealed);
   }
-  outbox_bytes_ += bytes.size();
-  outbox_.push_back(std::move(bytes));
+  outbox_ += bytes;
   if (close_after) close_after_flush_ = true;
-  if (outbox_bytes_ > max_outbox_bytes) {
+  if (outbox_.size() > max_outbox_bytes) {
     srv_.event(fmt::format("bad client {}: it does not read its replies; closing", remote_));
     stop();
     return;
   }
-  write_signal_.cancel_one();
+  flush();
+}
+
+// Writes now, without a coroutine or a timer: a reply is a line or two and the
+// socket almost always takes it whole. Only what it does not take waits for
+// the socket to become writable.
+void session::flush() {
+  if (writing_ || stopped_) return;
+  while (!outbox_.empty()) {
+    asio::error_code ec;
+    std::size_t n = socket_.write_some(asio::buffer(outbox_), ec);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) break;
+    if (ec) {
+      stop();
+      return;
+    }
+    outbox_.erase(0, n);
+  }
+  if (outbox_.empty()) {
+    if (close_after_flush_) stop();
+    return;
+  }
+  writing_ = true;
+  socket_.async_wait(tcp::socket::wait_write, [self = shared_from_this()](asio::error_code ec) {
+    self->writing_ = false;
+    if (ec) {
+      self->stop();
+      return;
+    }
+    self->flush();
+  });
 }
 
 void session::stop() {
@@ -257,7 +285,6 @@ void session::stop() {
   asio::error_code ec;
   socket_.shutdown(tcp::socket::shutdown_both, ec);
   socket_.close(ec);
-  write_signal_.cancel();
   handshake_timer_.cancel();
   output out;
   srv_.state().leave(id_, false, srv_.now(), out);
@@ -265,58 +292,42 @@ void session::stop() {
   srv_.remove(id_, peer_addr_);  // may destroy *this once the coroutines finish; they hold shared_ptrs
 }
 
-awaitable<void> session::reader() {
-  auto self = shared_from_this();
-  char buf[4096];
-  try {
-    while (!stopped_) {
-      std::size_t n = co_await socket_.async_read_some(asio::buffer(buf), use_awaitable);
-      last_heard_ = std::chrono::steady_clock::now();
-      splitter_.feed(std::string_view(buf, n));
-      while (!stopped_ && !close_after_flush_) {
-        auto l = splitter_.next();
-        if (!l) break;
-        handle_line(*l);
-      }
-      if (splitter_.overflow() && !close_after_flush_) {
-        srv_.event(fmt::format("bad client {}: line longer than {} bytes", remote_, proto::max_line));
-        send(proto::format_reply(proto::error_reply{
-                 proto::error_kind::toolong, fmt::format("line longer than {} bytes", proto::max_line)}),
-             true);
-      }
-      if (close_after_flush_) {
-        // Stop reading; the writer closes after the last reply.
-        break;
-      }
-    }
-  } catch (const std::exception&) {
-    // EOF, reset, or closed by stop(): the participant is gone.
-  }
-  if (!close_after_flush_) stop();
+// Reading without a coroutine: a waiting participant costs one pending
+// async_wait (a handler holding a shared_ptr), not a coroutine frame and an
+// awaitable thread.
+void session::read_more() {
+  socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](asio::error_code ec) { self->on_readable(ec); });
 }
 
-awaitable<void> session::writer() {
-  auto self = shared_from_this();
-  try {
-    while (!stopped_) {
-      if (outbox_.empty()) {
-        if (close_after_flush_) break;
-        asio::error_code ec;
-        co_await write_signal_.async_wait(asio::redirect_error(use_awaitable, ec));
-        continue;
-      }
-      // Write everything queued in one go.
-      std::string chunk;
-      while (!outbox_.empty()) {
-        chunk += outbox_.front();
-        outbox_.pop_front();
-      }
-      outbox_bytes_ = 0;
-      co_await asio::async_write(socket_, asio::buffer(chunk), use_awaitable);
-    }
-  } catch (const std::exception&) {
+void session::on_readable(asio::error_code ec) {
+  if (stopped_) return;
+  // One buffer for every connection (one thread): filled and fed to this
+  // connection's splitter at once, never held across a wait.
+  static char buf[4096];
+  std::size_t n = 0;
+  if (!ec) n = socket_.read_some(asio::buffer(buf), ec);
+  if (ec == asio::error::would_block || ec == asio::error::try_again) return read_more();
+  if (ec) {
+    // EOF, reset, or closed by stop(): the participant is gone.
+    if (!close_after_flush_) stop();
+    return;
   }
-  stop();
+  last_heard_ = std::chrono::steady_clock::now();
+  splitter_.feed(std::string_view(buf, n));
+  while (!stopped_ && !close_after_flush_) {
+    auto l = splitter_.next();
+    if (!l) break;
+    handle_line(*l);
+  }
+  if (splitter_.overflow() && !close_after_flush_ && !stopped_) {
+    srv_.event(fmt::format("bad client {}: line longer than {} bytes", remote_, proto::max_line));
+    send(proto::format_reply(proto::error_reply{
+             proto::error_kind::toolong, fmt::format("line longer than {} bytes", proto::max_line)}),
+         true);
+  }
+  // After a reply that closes, stop reading; flush() closes after the last reply.
+  if (stopped_ || close_after_flush_) return;
+  read_more();
 }
 
 void session::handle_line(const std::string& line) {

@@ -31,7 +31,7 @@ class Tfbarrier(CMakePackage):
     variant(
         "static_runtime",
         default=True,
-        description="Link libstdc++ and libgcc statically (the binary then needs only glibc and libcrypto)",
+        description="Link libstdc++ and libgcc statically (the binary then needs only glibc and libcrypto, unless libcrypto is static)",
     )
 
     # "c" and "cxx" are the compiler dependencies of Spack 0.22 and later.
