@@ -106,7 +106,8 @@ class engine {
 
   void write_next() {
     writing_ = true;
-    asio::async_write(socket_, asio::buffer(out_.front()), [this](asio::error_code ec, std::size_t) {
+    asio::async_write(socket_, asio::buffer(out_.front()), [this, gen = conn_gen_](asio::error_code ec, std::size_t) {
+      if (gen != conn_gen_) return;  // a write of a connection that is gone: the queue is the new one's
       out_.pop_front();
       if (ec || out_.empty()) {
         writing_ = false;
@@ -178,9 +179,9 @@ class engine {
 
   outcome unreachable(const std::string& why) {
     return outcome{exit_code::unreachable, "",
-                   fmt::format("cannot reach the host at {} within {} ({}); is `tfbarrier serve` running there? "
+                   fmt::format("{}cannot reach the host at {} within {} ({}); is `tfbarrier serve` running there? "
                                "Check --addr / TFBARRIER_ADDR, or raise --connect-timeout",
-                               o_.addr, format_duration(o_.connect_timeout), why)};
+                               lost_.empty() ? std::string() : lost_ + ", and then ", o_.addr, format_duration(o_.connect_timeout), why)};
   }
 
   void ping_loop() {
@@ -209,9 +210,11 @@ class engine {
         co_return;
       }
       // Reconnect with backoff and send the same request again: the host knows our id.
+      if (lost != retry_with_secret) lost_ = lost;
       if (!o_.quiet_reconnect && lost != retry_with_secret)
         fmt::print(stderr, "tfbarrier: {}; reconnecting\n", lost);
       socket_ = tcp::socket(io_);
+      ++conn_gen_;
       out_.clear();
       writing_ = false;
       timed_out_connecting_ = false;
@@ -236,7 +239,6 @@ class engine {
     bool loopback = h_host.starts_with("127.") || h_host == "::1" || h_host == "localhost";
     pipelined_ = loopback && !o_.secret && !no_pipeline_;
     write(proto::format_request(h) + (pipelined_ ? request : std::string()));
-    if (resumable_) ping_loop();
     std::string lost = co_await read_replies();
     connected_ = false;
     keepalive_.cancel();
@@ -355,6 +357,8 @@ class engine {
             }
             greeted = true;
             deadline_.cancel();
+            // Keep-alives start once the host has answered: before that the connect deadline rules.
+            if (resumable_) ping_loop();
             continue;
           }
           if (std::holds_alternative<proto::pong>(*rep)) continue;
@@ -401,6 +405,8 @@ class engine {
   std::uint64_t in_seq_ = 0, out_seq_ = 0;
   bool resumable_ = false;
   bool pipelined_ = false, no_pipeline_ = false;
+  std::uint64_t conn_gen_ = 0;
+  std::string lost_;  ///< why the last connection was lost, for the final message  ///< which connection the write queue belongs to
   bool connected_ = false;
   bool silent_ = false;
   duration keepalive_every_ = std::chrono::seconds(5);

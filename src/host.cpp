@@ -94,6 +94,7 @@ class session : public std::enable_shared_from_this<session> {
   std::string client_nonce_, host_nonce_, session_key_;
   std::uint64_t in_seq_ = 0, out_seq_ = 0;
   std::chrono::steady_clock::time_point last_heard_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_check_ = std::chrono::steady_clock::now();
 };
 
 class server {
@@ -491,10 +492,17 @@ void session::handle_line(const std::string& line) {
 // dead link) is withdrawn as unresponsive: it is not counted as present.
 void session::watch_liveness() {
   auto self = shared_from_this();
+  last_check_ = std::chrono::steady_clock::now();
   handshake_timer_.expires_after(std::chrono::milliseconds(keepalive_ms_));
   handshake_timer_.async_wait([self](asio::error_code ec) {
     if (ec || self->stopped_) return;
-    auto silent = std::chrono::steady_clock::now() - self->last_heard_;
+    auto now = std::chrono::steady_clock::now();
+    if (now - self->last_check_ > std::chrono::milliseconds(2 * self->keepalive_ms_ + 500)) {
+      // The timer fired late: the host itself was not running (stopped, or starved), and the
+      // client's PINGs wait unread in the socket. Not the client's silence: look again later.
+      self->last_heard_ = now;
+    }
+    auto silent = now - self->last_heard_;
     if (silent > std::chrono::milliseconds(3 * self->keepalive_ms_ + 500)) {
       output out;
       self->srv_.state().leave(self->id_, departure::unresponsive, self->srv_.now(), out);

@@ -78,11 +78,27 @@ bg_wait() {
   BG_PIDS+=("$LAST_PID")
 }
 
-# reap PID EXPECTED_RC: waits for a background participant and checks its exit code.
+# running PID: the process exists and is not a zombie.
+running() { [ -e "/proc/$1/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status"; }
+
+# reap PID EXPECTED_RC [LIMIT]: waits (at most LIMIT s, default 30) for a background
+# participant and checks its exit code. One still running at LIMIT is a hang: it is
+# ended with SIGTERM and the test fails.
 reap() {
-  local rc=0
-  wait "$1" || rc=$?
-  [ "$rc" -eq "$2" ] || { echo "pid $1 exited $rc, expected $2" >&2; return 1; }
+  local pid=$1 want=$2 limit=${3:-30} i rc=0
+  for ((i = 0; i < limit * 20; i++)); do
+    running "$pid" || break
+    sleep 0.05
+  done
+  if running "$pid"; then
+    kill -CONT "$pid" 2>/dev/null || true
+    kill -TERM "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    echo "pid $pid was still running after ${limit}s (expected exit $want): ended it with SIGTERM" >&2
+    return 1
+  fi
+  wait "$pid" || rc=$?
+  [ "$rc" -eq "$want" ] || { echo "pid $pid exited $rc, expected $want" >&2; return 1; }
 }
 
 @test "faults: the checker finds each kind of violation in made-up records" {
@@ -189,10 +205,13 @@ print(b["arrived"], b["missing"], [(g["rank"], g["pid"], g["how"]) for g in b["g
   start_host
   kill -STOP "$HOST_PID"
   local t0=$SECONDS
-  run -69 timeout 30 "$TFB" wait --name f --n 2 --timeout 20s --connect-timeout 2s
+  # (timeout(1) would exit 124 too: the bound is 15 s, the participant's own --timeout 10 s)
+  run timeout -s KILL 15 "$TFB" wait --name f --n 2 --timeout 10s --connect-timeout 2s
+  kill -CONT "$HOST_PID"
+  echo "exit $status after $((SECONDS - t0)) s: $output"
+  [ "$status" -eq 69 ]
   assert_output --partial "the host did not answer"
   [ $((SECONDS - t0)) -le 6 ]
-  kill -CONT "$HOST_PID"
 }
 
 @test "faults: the host frozen with SIGSTOP: a waiting participant exits 69 (host lost), not 124" {
@@ -202,12 +221,16 @@ print(b["arrived"], b["missing"], [(g["rank"], g["pid"], g["how"]) for g in b["g
   wait_arrived f 1
   kill -STOP "$HOST_PID"
   local t0=$SECONDS
-  reap "$p0" 69
   # 3 keep-alives of silence (0.9 s + 0.5 s), then 2 s of trying to reconnect.
+  local rc=0
+  reap "$p0" 69 10 || rc=1
+  kill -CONT "$HOST_PID"
+  echo "after $((SECONDS - t0)) s; its stderr:"
+  cat r0.err
+  [ "$rc" -eq 0 ]
   [ $((SECONDS - t0)) -le 8 ]
   run cat r0.err
   assert_output --partial "stopped answering"
-  kill -CONT "$HOST_PID"
 }
 
 @test "faults: the host frozen for 2 s while participants wait: they carry on and release" {
@@ -241,15 +264,15 @@ print(b["arrived"], b["missing"], [(g["rank"], g["pid"], g["how"]) for g in b["g
   # frozen host's backlog while they send keep-alive PINGs behind it.
   sleep 2.2
   kill -CONT "$HOST_PID"
-  run -0 timeout 20 "$TFB" wait --name s --n 3 --rank 2 --timeout 10s
-  local rc0=0 rc1=0
-  wait "$p0" || rc0=$?
-  wait "$p1" || rc1=$?
-  echo "rank 0 exit $rc0: $(cat r0.err)"
-  echo "rank 1 exit $rc1: $(cat r1.err)"
+  run timeout 20 "$TFB" wait --name s --n 3 --rank 2 --timeout 5s
+  echo "rank 2 exit $status: $output"
+  local ok=0
+  reap "$p0" 0 20 || ok=1
+  reap "$p1" 0 20 || ok=1
+  echo "rank 0: $(cat r0.err)"
+  echo "rank 1: $(cat r1.err)"
   grep "authentication failed" "$HOST_LOG" || true
-  [ "$rc0" -eq 0 ]
-  [ "$rc1" -eq 0 ]
+  [ "$ok" -eq 0 ]
 }
 
 @test "faults: a connection lost while its round releases: the participant comes back and gets that round's outcome" {

@@ -7,11 +7,12 @@ from what every process did.
 
 Every participant is a real `tfbarrier wait` (or `decide`) process; the host is
 a real `tfbarrier serve --state-dir DIR`. As root the host runs in a network
-namespace of its own (tfbf-h, 10.239.0.254) and the participants in three
-others (tfbf-p1..p3, 10.239.0.1..3), all on one bridge; otherwise everything
-runs on loopback. The namespaces are this harness's own (names tfbf-*, range
-10.239.0.0/24 guarded in the root namespace by an unreachable route), so it
-never touches tests/infra's tfb-* namespaces, and it removes them on exit.
+namespace of its own (tfbf<PID>-h, 10.239.X.254) and the participants in three
+others (tfbf<PID>-p1..p3, 10.239.X.1..3), all on one bridge; otherwise
+everything runs on loopback. The namespaces and the /24 are this run's own (the
+/24 guarded in the root namespace by an unreachable route, added first), so
+two runs never meet and tests/infra's tfb-* namespaces are never touched; they
+are removed on exit, and --cleanup removes what a killed run left.
 
 Faults (see docs/reliability.md):
   per round  participant_kill   kill -9 a waiting participant, start a replacement (same rank, new process)
@@ -57,12 +58,24 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 
-NS_PREFIX = "tfbf"
-NS_SUBNET = "10.239.0.0/24"
-NS_NET = "10.239.0"
-NS_HOST = NS_PREFIX + "-h"
-NS_SWITCH = NS_PREFIX + "-sw"
+# Each run has namespaces and a /24 of its own (so two runs on one machine never meet):
+# namespaces tfbf<PID>-h, -sw, -p1..3 in 10.239.X.0/24, X picked free; the choice is
+# written to STATE_DIR/<PID> so that --cleanup can undo what a killed run left.
+NS_STATE_DIR = "/run/tfb-faults"
 NS_NODES = 3
+NS_PREFIX = NS_SUBNET = NS_NET = NS_HOST = NS_SWITCH = None
+
+
+def configure_ns(pid, octet):
+    global NS_PREFIX, NS_SUBNET, NS_NET, NS_HOST, NS_SWITCH
+    NS_PREFIX = "tfbf%d" % pid
+    NS_NET = "10.239.%d" % octet
+    NS_SUBNET = NS_NET + ".0/24"
+    NS_HOST = NS_PREFIX + "-h"
+    NS_SWITCH = NS_PREFIX + "-sw"
+
+
+configure_ns(os.getpid(), 0)
 
 # Documented exit codes a participant may end with besides a release (0/1).
 ERROR_CODES = {69: "host lost/unreachable", 124: "timed out", 3: "aborted", 130: "SIGINT", 143: "SIGTERM"}
@@ -87,39 +100,65 @@ def parse_duration(s):
 
 
 class Netns:
-    """The harness's own private network: tfbf-h (host) and tfbf-p1..3 on a bridge."""
+    """This run's private network: tfbf<PID>-h (host) and tfbf<PID>-p1..3 on a bridge in tfbf<PID>-sw."""
 
     def __init__(self):
         self.created = []
         self.guard = False
 
     @staticmethod
-    def ours():
-        r = run(["ip", "netns", "list"], check=False)
-        return [l.split()[0] for l in r.stdout.splitlines() if l.split() and l.split()[0].startswith(NS_PREFIX + "-")]
-
-    @staticmethod
     def cleanup_leftovers():
-        """Removes tfbf-* namespaces and the guard route left by a harness that was killed."""
-        for ns in Netns.ours():
-            pids = run(["ip", "netns", "pids", ns], check=False).stdout.split()
-            for p in pids:
-                try:
-                    os.kill(int(p), signal.SIGKILL)
-                except (ProcessLookupError, ValueError):
-                    pass
-            run(["ip", "netns", "del", ns], check=False)
-        if run(["ip", "route", "show", "type", "unreachable", "exact", NS_SUBNET], check=False).stdout.strip():
-            run(["ip", "route", "del", "unreachable", NS_SUBNET], check=False)
+        """Removes what runs that are no longer alive left behind: their tfbf<PID>-*
+        namespaces (killing only processes inside them) and their guard routes."""
+        runs = {}
+        r = run(["ip", "netns", "list"], check=False)
+        for line in r.stdout.splitlines():
+            name = line.split()[0] if line.split() else ""
+            if name.startswith("tfbf") and "-" in name and name[4:name.index("-")].isdigit():
+                runs.setdefault(int(name[4:name.index("-")]), []).append(name)
+        if os.path.isdir(NS_STATE_DIR):
+            for f in os.listdir(NS_STATE_DIR):
+                if f.isdigit():
+                    runs.setdefault(int(f), [])
+        for pid, namespaces in runs.items():
+            if pid != os.getpid() and os.path.exists("/proc/%d" % pid):
+                continue  # a live run: not ours to touch
+            for ns in namespaces:
+                for p in run(["ip", "netns", "pids", ns], check=False).stdout.split():
+                    try:
+                        os.kill(int(p), signal.SIGKILL)
+                    except (ProcessLookupError, ValueError):
+                        pass
+                run(["ip", "netns", "del", ns], check=False)
+            path = os.path.join(NS_STATE_DIR, str(pid))
+            try:
+                with open(path) as f:
+                    subnet = f.read().strip()
+                if subnet and run(["ip", "route", "show", "type", "unreachable", "exact", subnet],
+                                  check=False).stdout.strip():
+                    run(["ip", "route", "del", "unreachable", subnet], check=False)
+                os.unlink(path)
+            except OSError:
+                pass
 
     def up(self):
         Netns.cleanup_leftovers()
-        existing = run(["ip", "route", "show", "root", NS_SUBNET]).stdout.strip()
-        if existing:
-            raise RuntimeError("the root namespace already routes %s (%s); refusing to use it" % (NS_SUBNET, existing))
-        # The guard first: a command that forgets its namespace fails at once.
-        run(["ip", "route", "add", "unreachable", NS_SUBNET])
+        # A /24 nobody routes yet; the guard first, so a command that forgets its
+        # namespace fails at once instead of sending traffic off the machine.
+        for attempt in range(250):
+            octet = (os.getpid() + attempt) % 250 + 1
+            subnet = "10.239.%d.0/24" % octet
+            if run(["ip", "route", "show", "root", subnet]).stdout.strip():
+                continue
+            if run(["ip", "route", "add", "unreachable", subnet], check=False).returncode == 0:
+                break
+        else:
+            raise RuntimeError("no free /24 in 10.239.0.0/16 for the test network")
+        configure_ns(os.getpid(), octet)
         self.guard = True
+        os.makedirs(NS_STATE_DIR, exist_ok=True)
+        with open(os.path.join(NS_STATE_DIR, str(os.getpid())), "w") as f:
+            f.write(NS_SUBNET + "\n")
         if run(["ip", "route", "get", NS_NET + ".1"], check=False).returncode == 0:
             raise RuntimeError("guard check failed: %s.1 is routable from the root namespace" % NS_NET)
         self._add_ns(NS_SWITCH)
@@ -157,6 +196,10 @@ class Netns:
         if self.guard:
             run(["ip", "route", "del", "unreachable", NS_SUBNET], check=False)
             self.guard = False
+            try:
+                os.unlink(os.path.join(NS_STATE_DIR, str(os.getpid())))
+            except OSError:
+                pass
 
 
 # ---------------------------------------------------------------- processes
@@ -859,8 +902,8 @@ def summarize(h, violations, elapsed):
     verdict_rounds = [r for r in h.rounds if r["mode"] != "plain"]
     lines = [
         "tfbarrier fault harness: seed %d; %s; auth %s; state dir %s; keepalive %s, connect timeout %s, "
-        "timeout %s" % (h.args.seed, "host in %s, participants in %s-p1..%d (10.239.0.0/24)" % (NS_HOST, NS_PREFIX,
-                                                                                              NS_NODES)
+        "timeout %s" % (h.args.seed, "host in %s, participants in %s-p1..%d (%s)" % (NS_HOST, NS_PREFIX, NS_NODES,
+                                                                                    NS_SUBNET)
                         if h.netns else "loopback", h.args.auth, "yes" if h.state_dir else "NO", h.args.keepalive,
                         h.args.connect_timeout, h.args.timeout),
         "rounds run: %d (n %d-%d, %d processes; %d rounds with a chief's verdict, %d acknowledged; %d on a "
@@ -915,10 +958,8 @@ def main():
     ap.add_argument("--no-fault", action="append", metavar="KIND", help="leave out a global fault kind")
     ap.add_argument("--workdir", help="keep records here (default: a new temporary directory)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory even when all is well")
-    ap.add_argument("--cleanup", action="store_true", help="only remove tfbf-* namespaces and the guard route "
-                    "left by a harness that was killed, then exit")
-    ap.add_argument("--netns-up", action="store_true", help="only build the namespaces (for focused tests), "
-                    "then exit; remove them with --cleanup")
+    ap.add_argument("--cleanup", action="store_true", help="only remove the namespaces and guard route left "
+                    "by runs that were killed (never those of a live run), then exit")
     ap.add_argument("--self-test", action="store_true", help="only check that the checker finds each kind of "
                     "violation in made-up records")
     ap.add_argument("-v", "--verbose", action="store_true")
@@ -928,15 +969,6 @@ def main():
     if args.cleanup:
         if os.geteuid() == 0:
             Netns.cleanup_leftovers()
-        return 0
-    if args.netns_up:
-        ns = Netns()
-        try:
-            ns.up()
-        except RuntimeError as e:
-            ns.down()
-            print("harness: %s" % e, file=sys.stderr)
-            return 2
         return 0
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1 << 31)
