@@ -381,6 +381,9 @@ class Harness:
              "TFBARRIER_KEEPALIVE": self.args.keepalive, "TFBARRIER_CONNECT_TIMEOUT": self.args.connect_timeout}
         if self.secret:
             e["TFBARRIER_SECRET_FILE"] = self.secret
+        for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):  # for a sanitizer build (--bin)
+            if k in os.environ:
+                e[k] = os.environ[k]
         return e
 
     def ns_prefix(self, ns):
