@@ -30,7 +30,8 @@ using opt_u32 = std::optional<std::uint32_t>;
 #define EXPECT_CONTAINS(haystack, needle) \
   EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "in: " << (haystack)
 
-peer_info peer(conn_id c) { return {"h" + std::to_string(c), static_cast<std::uint32_t>(1000 + c)}; }
+using check::peer;          // the same peers and journal dump as the model checker
+using check::dump_journal;
 
 /// Everything sent to c in this output, as wire lines.
 std::string to(const output& o, conn_id c) {
@@ -56,20 +57,6 @@ std::set<conn_id> recipients(const output& o) {
 std::string all_log(const output& o) {
   std::string s;
   for (const auto& l : o.log) s += l + "\n";
-  return s;
-}
-
-/// A journal, one entry per line, for comparisons.
-std::string dump_journal(const std::vector<journal_entry>& js) {
-  std::string s;
-  for (const auto& j : js) {
-    s += std::to_string(static_cast<int>(j.what)) + " " + j.scope + "/" + j.name + "#" + std::to_string(j.gen) + " " +
-         std::string(proto::to_string(j.v)) + " '" + j.message + "' chief=" + (j.chief_arrival ? "1" : "0") +
-         " id=" + j.id + " " + j.host + ":" + std::to_string(j.pid) + " n=" + (j.n ? std::to_string(*j.n) : "-") +
-         " rank=" + (j.rank ? std::to_string(*j.rank) : "-") + " ids=";
-    for (const auto& i : j.ids) s += i + ",";
-    s += "\n";
-  }
   return s;
 }
 
