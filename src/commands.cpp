@@ -97,6 +97,9 @@ void start_host(const settings& s, bool quiet) {
     dup2(devnull, 0);
     dup2(devnull, 1);
     dup2(logfd >= 0 ? logfd : devnull, 2);
+    // Nothing the caller had open stays open in the host: a pipe it inherited
+    // (a script's `$(...)`, a test runner's output) would never see its end.
+    close_range(3, ~0U, 0);
     execl(exe.c_str(), exe.c_str(), "serve", "--listen", listen.c_str(), "--idle-exit", "10m", "--self-started",
           static_cast<char*>(nullptr));
     _exit(127);
@@ -445,9 +448,13 @@ int run_serve(const serve_options& o) {
     dup2(devnull, 0);
     dup2(devnull, 1);
     dup2(logfd, 2);
+    // Keep only the report pipe: a descriptor the caller had open (a pipe it
+    // reads to its end, say) must not stay open in a daemon that runs for hours.
+    int wfd = fds[1];
+    if (wfd > 3) close_range(3, static_cast<unsigned>(wfd) - 1, 0);
+    close_range(static_cast<unsigned>(wfd) + 1, ~0U, 0);
     std::FILE* logf = stderr;
     h.log = logf;
-    int wfd = fds[1];
     h.on_listening = [wfd](const std::string& addr) {
       std::string msg = "OK " + addr + "\n";
       (void)!write(wfd, msg.data(), msg.size());

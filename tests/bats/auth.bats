@@ -7,7 +7,23 @@ setup() {
   SECRET=$BATS_TEST_TMPDIR/secret
   "$TFB" secret --file "$SECRET" >/dev/null
 }
-teardown() { teardown_common; }
+teardown() {
+  teardown_common
+  stop_munged_if_ours
+}
+
+# The test that needs munged starts it when it is not running, and stops it
+# again here: a daemon left behind would outlive the suite.
+stop_munged_if_ours() {
+  [ -n "${MUNGED_STARTED:-}" ] || return 0
+  local pid i
+  pid=$(cat /run/munge/munged.pid 2>/dev/null) || return 0
+  [[ $pid =~ ^[0-9]+$ ]] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = munged ] || return 0
+  kill "$pid"
+  for i in $(seq 50); do [ -e "/proc/$pid" ] || return 0; sleep 0.1; done
+  echo "munged (pid $pid) did not stop" >&2
+  return 1
+}
 
 @test "tfbarrier secret writes a 0600 file and refuses to overwrite it without --force" {
   run stat -c %a "$SECRET"
@@ -96,7 +112,7 @@ munge_up() { [ -S /run/munge/munge.socket.2 ] && munge -n >/dev/null 2>&1; }
   if ! munge_up; then
     command -v munged >/dev/null || skip "munge is not installed (scripts/deps test installs it)"
     install -d -o munge -g munge -m 0755 /run/munge
-    runuser -u munge -- /usr/sbin/munged
+    "$BATS_TEST_DIRNAME/../infra/detached" runuser -u munge -- /usr/sbin/munged
     MUNGED_STARTED=1
   fi
   munge_up

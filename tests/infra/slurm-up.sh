@@ -110,7 +110,7 @@ else
     chmod 0400 /etc/munge/munge.key
   fi
   rm -f "$munged_pidfile"
-  timeout 10 runuser -u munge -- /usr/sbin/munged
+  timeout 10 "$here/detached" runuser -u munge -- /usr/sbin/munged
   for ((t = 0; t < 50; t++)); do munged_alive && break; sleep 0.1; done
   munged_alive || die "munged did not start"
   cat "$munged_pidfile" > "$D/munged.started"
@@ -210,18 +210,18 @@ fi
 t_daemons=$(now)
 case $MODE in
   single | multi)
-    timeout 20 slurmctld -f "$CONF"
+    timeout 20 "$here/detached" slurmctld -f "$CONF"
     if [ "$MODE" = single ]; then
-      timeout 20 slurmd -f "$CONF"
+      timeout 20 "$here/detached" slurmd -f "$CONF"
     else
-      for n in "${NODENAMES[@]}"; do timeout 20 slurmd -f "$CONF" -N "$n"; done
+      for n in "${NODENAMES[@]}"; do timeout 20 "$here/detached" slurmd -f "$CONF" -N "$n"; done
     fi ;;
   netns)
-    timeout 20 nsenter --net=/run/netns/tfb-head slurmctld -f "$CONF"
+    timeout 20 "$here/detached" nsenter --net=/run/netns/tfb-head slurmctld -f "$CONF"
     for ((i = 1; i <= NODES; i++)); do
       # Not `ip netns exec`: it remounts /sys and hides the cgroup mounts slurmd needs.
       # shellcheck disable=SC2016  # $1..$3 are expanded by the inner sh
-      timeout 20 nsenter --net="/run/netns/tfb-node$i" unshare -m --propagation private \
+      timeout 20 "$here/detached" nsenter --net="/run/netns/tfb-node$i" unshare -m --propagation private \
         sh -c 'mount --bind "$1" /etc/hosts && exec slurmd -f "$2" -N "$3"' \
         sh "/etc/netns/tfb-node$i/hosts" "$CONF" "node$i"
     done ;;
