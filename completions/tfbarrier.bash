@@ -15,7 +15,7 @@ _tfbarrier_options() {
     serve) echo "--listen --daemon --log --idle-exit --forget-after --quiet --state-dir --max-connections" \
       "--max-per-address --secret-file --no-munge --insecure --help -q -h" ;;
     wait) echo "--name --n --rank --chief --timeout --progress $client" ;;
-    decide) echo "--name --message --no-wait --n --rank $client -m" ;;
+    decide) echo "--name --message --no-wait --timeout --n --rank $client -m" ;;
     abort) echo "--name --reason $client" ;;
     status) echo "--name --json --all-scopes $client" ;;
     config) echo "--n --rank --json $client" ;;

@@ -3,6 +3,8 @@
 #include "cli.h"
 
 #include <CLI/CLI.hpp>
+#include <array>
+#include <string_view>
 #include <fmt/format.h>
 
 #include "commands.h"
@@ -106,163 +108,202 @@ int run_cli(int argc, char** argv) {
       "Run 'tfbarrier COMMAND --help' for one command. See tfbarrier(1)." +
       exit_code_help());
 
+  // Build only the command being run: CLI11 spends most of a short command's
+  // start-up building options, and a `wait` needs only its own. With no command
+  // (or --help before it), build them all for the top-level help.
+  static constexpr std::array<std::string_view, 7> command_names{"serve", "wait",   "decide", "abort",
+                                                                  "status", "config", "secret"};
+  const char* first_word = nullptr;
+  const char* first_option = nullptr;
+  for (int i = 1; i < argc && !first_word; ++i) {
+    if (argv[i][0] != '-') first_word = argv[i];
+    else if (!first_option) first_option = argv[i];
+  }
+  std::string_view opt = first_option ? first_option : "";
+  bool help = opt == "-h" || opt == "--help" || opt == "--help-all" || opt == "--version";
+  std::string commands;
+  bool known = false;
+  for (auto name : command_names) {
+    commands += fmt::format("{}{}", commands.empty() ? "" : ", ", name);
+    if (first_word && name == first_word) known = true;
+  }
+  // Name what is unknown, rather than CLI11's "A subcommand is required".
+  if (first_word && !known && !help) {
+    print_error(fmt::format("unknown command '{}'; the commands are {}", first_word, commands));
+    fmt::print(stderr, "Run 'tfbarrier --help' for usage.\n");
+    return exit_code::usage;
+  }
+  if (!first_word && first_option && !help) {
+    print_error(fmt::format("unknown option '{}' (or a command is missing); the commands are {}", first_option,
+                            commands));
+    fmt::print(stderr, "Run 'tfbarrier --help' for usage.\n");
+    return exit_code::usage;
+  }
+  std::string_view selected = known && !help ? std::string_view(first_word) : std::string_view();
+  auto want = [&](std::string_view name) { return selected.empty() || selected == name; };
+
   // serve
   serve_options serve;
   std::string idle_exit, forget_after;
-  auto* s = app.add_subcommand("serve", "Run the rendezvous host");
-  s->add_option("--listen", serve.listen,
-                "Listen on HOST:PORT, :PORT (all interfaces) or [IPv6]:PORT; port 0 picks a free port "
-                "(default: the resolved host address, else 127.0.0.1:7727)")
-      ->envname("TFBARRIER_LISTEN");
-  s->add_flag("--daemon", serve.daemon, "Detach and print shell assignments of TFBARRIER_ADDR and TFBARRIER_PID");
-  s->add_option("--log", serve.log_file, "Append the log to FILE (default: stderr; with --daemon $TMPDIR/tfbarrier-serve-UID.log)");
-  s->add_option("--idle-exit", idle_exit, "Exit after no barrier has been active for DUR")->check(duration_validator());
-  s->add_option("--forget-after", forget_after, "Forget idle barriers and aborts after DUR (default 1h)")
-      ->check(duration_validator());
-  s->add_flag("-q,--quiet", serve.quiet, "Log only warnings, not every arrival and release");
-  s->add_option("--state-dir", serve.state_dir,
-                "Journal verdicts and releases in DIR (flushed before they are acknowledged) and restore them at start")
-      ->envname("TFBARRIER_STATE_DIR");
-  s->add_option("--max-connections", serve.max_connections, "Refuse connections past N (default: the descriptor limit)");
-  s->add_option("--max-per-address", serve.max_per_address, "Refuse connections past N from one address (default 16384)")
-      ->check(CLI::PositiveNumber);
-  s->add_flag("--self-started", serve.self_started, "(internal) started by a participant")->group("");
-  s->add_option("--secret-file", serve.secret_file,
-                "Require clients to know the secret in FILE (default ~/.tfbarrier/secret; made on first use "
-                "when listening beyond loopback)")
-      ->envname("TFBARRIER_SECRET_FILE");
-  s->add_flag("--no-munge", serve.no_munge, "Beyond loopback, use the secret file even where munged runs");
-  s->add_flag("--insecure", serve.insecure, "Listen beyond loopback without authentication: anyone who can connect "
-                                            "can arrive, decide and abort");
-  s->footer(
-      "\nExamples:\n"
-      "  tfbarrier serve --listen 127.0.0.1:0          # prints TFBARRIER_ADDR=127.0.0.1:PORT\n"
-      "  eval \"$(tfbarrier serve --daemon --idle-exit 1h)\"; ...; kill $TFBARRIER_PID\n" +
-      exit_code_help());
+  CLI::App* s = nullptr;
+  if (want("serve")) {
+    s = app.add_subcommand("serve", "Run the rendezvous host");
+    s->add_option("--listen", serve.listen,
+                  "Listen on HOST:PORT, :PORT (all interfaces) or [IPv6]:PORT; port 0 picks a free port "
+                  "(default: the resolved host address, else 127.0.0.1:7727)")
+        ->envname("TFBARRIER_LISTEN");
+    s->add_flag("--daemon", serve.daemon, "Detach and print shell assignments of TFBARRIER_ADDR and TFBARRIER_PID");
+    s->add_option("--log", serve.log_file, "Append the log to FILE (default: stderr; with --daemon $TMPDIR/tfbarrier-serve-UID.log)");
+    s->add_option("--idle-exit", idle_exit, "Exit after no barrier has been active for DUR")->check(duration_validator());
+    s->add_option("--forget-after", forget_after, "Forget idle barriers and aborts after DUR (default 1h)")
+        ->check(duration_validator());
+    s->add_flag("-q,--quiet", serve.quiet, "Log only warnings, not every arrival and release");
+    s->add_option("--state-dir", serve.state_dir,
+                  "Journal verdicts and releases in DIR (flushed before they are acknowledged) and restore them at start")
+        ->envname("TFBARRIER_STATE_DIR");
+    s->add_option("--max-connections", serve.max_connections, "Refuse connections past N (default: the descriptor limit)");
+    s->add_option("--max-per-address", serve.max_per_address, "Refuse connections past N from one address (default 16384)")
+        ->check(CLI::PositiveNumber);
+    s->add_flag("--self-started", serve.self_started, "(internal) started by a participant")->group("");
+    s->add_option("--secret-file", serve.secret_file,
+                  "Require clients to know the secret in FILE (default ~/.tfbarrier/secret; made on first use "
+                  "when listening beyond loopback)")
+        ->envname("TFBARRIER_SECRET_FILE");
+    s->add_flag("--no-munge", serve.no_munge, "Beyond loopback, use the secret file even where munged runs");
+    s->add_flag("--insecure", serve.insecure, "Listen beyond loopback without authentication: anyone who can connect "
+                                              "can arrive, decide and abort");
+    s->footer(
+        "\nExamples:\n"
+        "  tfbarrier serve --listen 127.0.0.1:0          # prints TFBARRIER_ADDR=127.0.0.1:PORT\n"
+        "  eval \"$(tfbarrier serve --daemon --idle-exit 1h)\"; ...; kill $TFBARRIER_PID\n" +
+        exit_code_help());
+
+  }
 
   // wait
   wait_cmd_options wait;
   std::string wait_timeout, wait_progress;
   common_text wait_text;
-  auto* w = app.add_subcommand("wait", "Arrive at a barrier and block until it releases");
-  w->add_option("--name", wait.name, "Barrier name (1-128 of A-Z a-z 0-9 . _ : -)")
-      ->required()
-      ->envname("TFBARRIER_NAME")
-      ->check(name_validator());
-  w->add_option("--n", wait.n, "Participants in the round (default: from the launcher)")
-      ->check(CLI::Range(1u, proto::max_n));
-  w->add_option("--rank", wait.rank, "This participant's rank, 0 to n-1 (default: from the launcher)")
-      ->check(CLI::Range(0u, proto::max_n - 1));
-  w->add_flag("--chief", wait.chief, "Arrive as the chief: return when all are present; the others wait for `decide`");
-  w->add_option("--timeout", wait_timeout, "Withdraw and exit 124 when not released DUR after arriving (default: no timeout; "
-                "connecting is bounded by --connect-timeout)")
-      ->envname("TFBARRIER_TIMEOUT")
-      ->check(duration_validator());
-  w->add_option("--progress", wait_progress, "Report progress every DUR (default 1s on a terminal, else 30s)")
-      ->check(duration_validator());
-  add_common(w, wait.common, wait_text);
-  w->footer(
-      "\nExamples:\n"
-      "  tfbarrier wait --name epoch3 --n 6 --rank 2\n"
-      "  msg=$(tfbarrier wait --name epoch3 --timeout 10m); rc=$?   # rc 0 go on, 1 stop\n"
-      "  tfbarrier wait --name epoch3 --chief && ./evaluate && tfbarrier decide continue\n" +
-      exit_code_help());
+  CLI::App* w = nullptr;
+  if (want("wait")) {
+    w = app.add_subcommand("wait", "Arrive at a barrier and block until it releases");
+    w->add_option("--name", wait.name, "Barrier name (1-128 of A-Z a-z 0-9 . _ : -)")
+        ->required()
+        ->envname("TFBARRIER_NAME")
+        ->check(name_validator());
+    w->add_option("--n", wait.n, "Participants in the round (default: from the launcher)")
+        ->check(CLI::Range(1u, proto::max_n));
+    w->add_option("--rank", wait.rank, "This participant's rank, 0 to n-1 (default: from the launcher)")
+        ->check(CLI::Range(0u, proto::max_n - 1));
+    w->add_flag("--chief", wait.chief, "Arrive as the chief: return when all are present; the others wait for `decide`");
+    w->add_option("--timeout", wait_timeout, "Withdraw and exit 124 when not released DUR after arriving (default: no timeout; "
+                  "connecting is bounded by --connect-timeout)")
+        ->envname("TFBARRIER_TIMEOUT")
+        ->check(duration_validator());
+    w->add_option("--progress", wait_progress, "Report progress every DUR (default 1s on a terminal, else 30s)")
+        ->check(duration_validator());
+    add_common(w, wait.common, wait_text);
+    w->footer(
+        "\nExamples:\n"
+        "  tfbarrier wait --name epoch3 --n 6 --rank 2\n"
+        "  msg=$(tfbarrier wait --name epoch3 --timeout 10m); rc=$?   # rc 0 go on, 1 stop\n"
+        "  tfbarrier wait --name epoch3 --chief && ./evaluate && tfbarrier decide continue\n" +
+        exit_code_help());
+
+  }
 
   // decide
   decide_options decide;
+  std::string decide_timeout;
   common_text decide_text;
-  auto* d = app.add_subcommand("decide", "Give the chief's verdict for the current round");
-  d->add_option("verdict", decide.verdict, "continue or stop")->required()->check(CLI::IsMember({"continue", "stop"}));
-  d->add_option("--name", decide.name, "Barrier name (default: the one round that awaits a verdict)")
-      ->envname("TFBARRIER_NAME")
-      ->check(name_validator());
-  d->add_option("-m,--message", decide.message, "Text every participant prints on stdout")
-      ->check(CLI::Validator(
-          [](std::string& m) -> std::string {
-            return proto::valid_text(m) ? std::string() : fmt::format("the message must be at most {} bytes on one line", proto::max_text);
-          },
-          "TEXT"));
-  d->add_flag("--no-wait", decide.no_wait, "Return once the verdict is recorded, not when it is delivered");
-  d->add_option("--n", decide.n, "Participants in the round, if the chief arrives with this verdict")
-      ->check(CLI::Range(1u, proto::max_n));
-  d->add_option("--rank", decide.rank, "The chief's rank, if it arrives with this verdict")
-      ->check(CLI::Range(0u, proto::max_n - 1));
-  add_common(d, decide.common, decide_text);
-  d->footer(
-      "\nExamples:\n"
-      "  tfbarrier decide stop --message 'validation loss went up'\n"
-      "  tfbarrier decide continue --name epoch3 --n 6 --rank 0   # one step: arrive with the verdict\n" +
-      exit_code_help());
+  CLI::App* d = nullptr;
+  if (want("decide")) {
+    d = app.add_subcommand("decide", "Give the chief's verdict for the current round");
+    d->add_option("verdict", decide.verdict, "continue or stop")->required()->check(CLI::IsMember({"continue", "stop"}));
+    d->add_option("--name", decide.name, "Barrier name (default: the one round that awaits a verdict)")
+        ->envname("TFBARRIER_NAME")
+        ->check(name_validator());
+    d->add_option("-m,--message", decide.message, "Text every participant prints on stdout")
+        ->check(CLI::Validator(
+            [](std::string& m) -> std::string {
+              return proto::valid_text(m) ? std::string() : fmt::format("the message must be at most {} bytes on one line", proto::max_text);
+            },
+            "TEXT"));
+    d->add_flag("--no-wait", decide.no_wait, "Return once the verdict is recorded, not when it is delivered");
+    d->add_option("--timeout", decide_timeout,
+                  "Exit 124 when the round has not released DUR after the verdict was recorded; the verdict "
+                  "stands (default: no timeout)")
+        ->envname("TFBARRIER_TIMEOUT")
+        ->check(duration_validator());
+    d->add_option("--n", decide.n, "Participants in the round, if the chief arrives with this verdict")
+        ->check(CLI::Range(1u, proto::max_n));
+    d->add_option("--rank", decide.rank, "The chief's rank, if it arrives with this verdict")
+        ->check(CLI::Range(0u, proto::max_n - 1));
+    add_common(d, decide.common, decide_text);
+    d->footer(
+        "\nExamples:\n"
+        "  tfbarrier decide stop --message 'validation loss went up'\n"
+        "  tfbarrier decide continue --name epoch3 --n 6 --rank 0   # one step: arrive with the verdict\n" +
+        exit_code_help());
+
+  }
 
   // abort
   abort_options abort;
   common_text abort_text;
-  auto* a = app.add_subcommand("abort", "Abort the current round: everyone in it exits 3");
-  a->add_option("--name", abort.name, "Barrier name")->required()->envname("TFBARRIER_NAME")->check(name_validator());
-  a->add_option("--reason", abort.reason, "Text every participant prints on stderr")
-      ->check(CLI::Validator(
-          [](std::string& m) -> std::string {
-            return proto::valid_text(m) ? std::string() : fmt::format("the reason must be at most {} bytes on one line", proto::max_text);
-          },
-          "TEXT"));
-  add_common(a, abort.common, abort_text);
-  a->footer("\nExample:\n  tfbarrier abort --name epoch3 --reason 'rank 4 ran out of memory'\n" + exit_code_help());
+  CLI::App* a = nullptr;
+  if (want("abort")) {
+    a = app.add_subcommand("abort", "Abort the current round: everyone in it exits 3");
+    a->add_option("--name", abort.name, "Barrier name")->required()->envname("TFBARRIER_NAME")->check(name_validator());
+    a->add_option("--reason", abort.reason, "Text every participant prints on stderr")
+        ->check(CLI::Validator(
+            [](std::string& m) -> std::string {
+              return proto::valid_text(m) ? std::string() : fmt::format("the reason must be at most {} bytes on one line", proto::max_text);
+            },
+            "TEXT"));
+    add_common(a, abort.common, abort_text);
+    a->footer("\nExample:\n  tfbarrier abort --name epoch3 --reason 'rank 4 ran out of memory'\n" + exit_code_help());
+
+  }
 
   // status
   status_options status;
   common_text status_text;
-  auto* st = app.add_subcommand("status", "Show the barriers the host holds");
-  st->add_option("--name", status.name, "Only this barrier, with its members")->check(name_validator());
-  st->add_flag("--json", status.json, "JSON for scripts (see tfbarrier(1))");
-  st->add_flag("--all-scopes", status.all_scopes, "Barriers of every scope, not just this job's");
-  add_common(st, status.common, status_text);
-  st->footer("\nExamples:\n  tfbarrier status\n  tfbarrier status --name epoch3 --json | jq .barriers[0].missing\n" +
-             exit_code_help());
+  CLI::App* st = nullptr;
+  if (want("status")) {
+    st = app.add_subcommand("status", "Show the barriers the host holds");
+    st->add_option("--name", status.name, "Only this barrier, with its members")->check(name_validator());
+    st->add_flag("--json", status.json, "JSON for scripts (see tfbarrier(1))");
+    st->add_flag("--all-scopes", status.all_scopes, "Barriers of every scope, not just this job's");
+    add_common(st, status.common, status_text);
+    st->footer("\nExamples:\n  tfbarrier status\n  tfbarrier status --name epoch3 --json | jq .barriers[0].missing\n" +
+               exit_code_help());
+
+  }
 
   // config
   config_options config;
   common_text config_text;
-  auto* cf = app.add_subcommand("config", "Print every resolved setting and where it came from");
-  cf->add_option("--n", config.n, "As for wait")->check(CLI::Range(1u, proto::max_n));
-  cf->add_option("--rank", config.rank, "As for wait")->check(CLI::Range(0u, proto::max_n - 1));
-  cf->add_flag("--json", config.json, "JSON for scripts");
-  add_common(cf, config.common, config_text);
-  cf->footer("\nExample:\n  srun -n 2 tfbarrier config\n" + exit_code_help());
+  CLI::App* cf = nullptr;
+  if (want("config")) {
+    cf = app.add_subcommand("config", "Print every resolved setting and where it came from");
+    cf->add_option("--n", config.n, "As for wait")->check(CLI::Range(1u, proto::max_n));
+    cf->add_option("--rank", config.rank, "As for wait")->check(CLI::Range(0u, proto::max_n - 1));
+    cf->add_flag("--json", config.json, "JSON for scripts");
+    add_common(cf, config.common, config_text);
+    cf->footer("\nExample:\n  srun -n 2 tfbarrier config\n" + exit_code_help());
+
+  }
 
   // secret
   secret_options secret;
-  auto* sec = app.add_subcommand("secret", "Write a fresh shared secret for authentication");
-  sec->add_option("--file", secret.file, "Where (default ~/.tfbarrier/secret, or TFBARRIER_SECRET_FILE)");
-  sec->add_flag("--force", secret.force, "Replace an existing secret (every node then needs the new one)");
-  sec->footer("\nExample:\n  tfbarrier secret && tfbarrier serve --listen :7727\n" + exit_code_help());
+  CLI::App* sec = nullptr;
+  if (want("secret")) {
+    sec = app.add_subcommand("secret", "Write a fresh shared secret for authentication");
+    sec->add_option("--file", secret.file, "Where (default ~/.tfbarrier/secret, or TFBARRIER_SECRET_FILE)");
+    sec->add_flag("--force", secret.force, "Replace an existing secret (every node then needs the new one)");
+    sec->footer("\nExample:\n  tfbarrier secret && tfbarrier serve --listen :7727\n" + exit_code_help());
 
-  // Name what is unknown, rather than CLI11's "A subcommand is required".
-  {
-    const char* first_word = nullptr;
-    const char* first_option = nullptr;
-    for (int i = 1; i < argc && !first_word; ++i) {
-      if (argv[i][0] != '-') first_word = argv[i];
-      else if (!first_option) first_option = argv[i];
-    }
-    std::string commands;
-    bool known = false;
-    for (auto* sub : app.get_subcommands({})) {
-      commands += (commands.empty() ? "" : ", ") + sub->get_name();
-      if (first_word && sub->get_name() == first_word) known = true;
-    }
-    std::string_view opt = first_option ? first_option : "";
-    bool help = opt == "-h" || opt == "--help" || opt == "--help-all" || opt == "--version";
-    if (first_word && !known && !help) {
-      print_error(fmt::format("unknown command '{}'; the commands are {}", first_word, commands));
-      fmt::print(stderr, "Run 'tfbarrier --help' for usage.\n");
-      return exit_code::usage;
-    }
-    if (!first_word && first_option && !help) {
-      print_error(fmt::format("unknown option '{}' (or a command is missing); the commands are {}", first_option,
-                              commands));
-      fmt::print(stderr, "Run 'tfbarrier --help' for usage.\n");
-      return exit_code::usage;
-    }
   }
 
   try {
@@ -281,33 +322,34 @@ int run_cli(int argc, char** argv) {
     return exit_code::usage;
   }
 
-  if (s->parsed()) {
+  if (s && s->parsed()) {
     std::optional<duration> idle;
     set_duration(idle_exit, serve.idle_exit);
     set_duration(forget_after, serve.forget_after);
     (void)idle;
     return run_serve(serve);
   }
-  if (w->parsed()) {
+  if (w && w->parsed()) {
     set_duration(wait_timeout, wait.timeout);
     set_duration(wait_progress, wait.progress);
     set_common(wait_text, wait.common);
     return run_wait(wait);
   }
-  if (d->parsed()) {
+  if (d && d->parsed()) {
+    set_duration(decide_timeout, decide.timeout);
     set_common(decide_text, decide.common);
     return run_decide(decide);
   }
-  if (a->parsed()) {
+  if (a && a->parsed()) {
     set_common(abort_text, abort.common);
     return run_abort(abort);
   }
-  if (st->parsed()) {
+  if (st && st->parsed()) {
     set_common(status_text, status.common);
     return run_status(status);
   }
-  if (sec->parsed()) return run_secret(secret);
-  if (cf->parsed()) {
+  if (sec && sec->parsed()) return run_secret(secret);
+  if (cf && cf->parsed()) {
     set_common(config_text, config.common);
     return run_config(config);
   }

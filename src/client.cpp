@@ -51,7 +51,8 @@ class engine {
     resumable_ = true;
     keepalive_every_ = keepalive;
   }
-  bool connected() const { return connected_; }
+  /// Connected and greeted by the host: a request written now will be answered.
+  bool connected() const { return connected_ && greeted_; }
 
   /// Connects, sends HELLO and `request`, and feeds every reply to `handler`.
   outcome run(const std::string& request, reply_handler handler) {
@@ -225,6 +226,7 @@ class engine {
   awaitable<std::string> session(const std::string& request) {
     if (!co_await connect()) co_return std::string();
     connected_ = true;
+    greeted_ = false;
     silent_ = false;
     last_heard_ = clock::now();
     session_key_.clear();
@@ -241,6 +243,7 @@ class engine {
     write(proto::format_request(h) + (pipelined_ ? request : std::string()));
     std::string lost = co_await read_replies();
     connected_ = false;
+    greeted_ = false;
     keepalive_.cancel();
     co_return lost;
   }
@@ -356,6 +359,7 @@ class engine {
               write(request_);
             }
             greeted = true;
+            greeted_ = true;
             deadline_.cancel();
             // Keep-alives start once the host has answered: before that the connect deadline rules.
             if (resumable_) ping_loop();
@@ -408,6 +412,7 @@ class engine {
   std::uint64_t conn_gen_ = 0;
   std::string lost_;  ///< why the last connection was lost, for the final message  ///< which connection the write queue belongs to
   bool connected_ = false;
+  bool greeted_ = false;  // this connection's HELLO was answered
   bool silent_ = false;
   duration keepalive_every_ = std::chrono::seconds(5);
   clock::time_point last_heard_ = clock::now();
@@ -483,6 +488,9 @@ std::string describe_gone(const proto::barrier_info& b) {
   return out;
 }
 
+/// How long a timed-out participant waits for the host to confirm its LEAVE.
+constexpr duration leave_grace = 2s;
+
 /// Shared by wait and decide: periodic progress and a withdrawing timeout.
 class waiter {
  public:
@@ -510,6 +518,17 @@ class waiter {
           return;
         }
         e_.write(proto::format_request(proto::status_req{scope_, name_, true}) + proto::format_request(proto::leave{}));
+        // The host answers a LEAVE at once; one that has stopped answering
+        // (frozen, a dead link) must not keep us past the timeout for long.
+        e_.timeout_timer().expires_after(leave_grace);
+        e_.timeout_timer().async_wait([this](asio::error_code ec2) {
+          if (ec2 || e_.done()) return;
+          e_.finish(outcome{exit_code::timed_out, "",
+                            fmt::format("timed out after {} waiting at barrier {} (round {}); the host at {} did not "
+                                        "answer the withdrawal within {}",
+                                        format_duration(*o_.timeout), name_, gen_, e_.addr(),
+                                        format_duration(leave_grace))});
+        });
       });
     }
     if (o_.progress_every && o_.on_progress) schedule_progress();
@@ -592,19 +611,53 @@ class tcp_coordinator final : public coordinator {
     });
   }
 
-  outcome decide(const proto::decide& d) override {
+  outcome decide(const proto::decide& d, const wait_options& wo) override {
     engine e(o_);
     e.set_resumable(o_.keepalive);
-    wait_options none;
-    waiter w(e, d.scope, d.name, none);
+    std::uint64_t gen = 0;
+    bool armed = false, timing_out = false;
+    std::string name = d.name;
+    auto timed_out = [&](const std::string& detail) {
+      return outcome{exit_code::timed_out, "",
+                     fmt::format("timed out after {} waiting for barrier {} (round {}) to release; the verdict {} "
+                                 "stands and is delivered when all have arrived{}",
+                                 format_duration(*wo.timeout), name, gen, proto::to_string(d.v), detail)};
+    };
     return e.run(proto::format_request(d), [&](const proto::reply& r) -> std::optional<outcome> {
-      if (auto h = w.handle(r)) return *h;
+      if (auto* st = std::get_if<proto::status_reply>(&r)) {
+        if (!timing_out) return std::nullopt;
+        for (const auto& b : st->barriers)
+          if (b.gen == gen && b.name == name)
+            return timed_out(fmt::format(": {}/{} arrived{}", b.arrived, b.n ? std::to_string(*b.n) : "?",
+                                         b.missing ? fmt::format("; missing ranks {}", *b.missing) : ""));
+        return timed_out("");
+      }
       if (auto* dd = std::get_if<proto::decided>(&r)) {
         if (!d.wait)
           return outcome{exit_code::released_continue, "",
                          fmt::format("verdict {} recorded for barrier {} round {} ({}/{} arrived)",
                                      proto::to_string(dd->v), dd->name, dd->gen, dd->arrived,
                                      dd->n ? std::to_string(*dd->n) : "?")};
+        gen = dd->gen;
+        name = dd->name;
+        if (wo.timeout && !armed) {
+          // The verdict is recorded (and journaled): a timeout ends only this wait for delivery.
+          armed = true;
+          e.timeout_timer().expires_after(*wo.timeout);
+          e.timeout_timer().async_wait([&](asio::error_code ec) {
+            if (ec || e.done()) return;
+            timing_out = true;
+            if (!e.connected()) {
+              e.finish(timed_out(fmt::format(" (reconnecting to the host at {})", e.addr())));
+              return;
+            }
+            e.write(proto::format_request(proto::status_req{d.scope, name, true}));
+            e.timeout_timer().expires_after(leave_grace);
+            e.timeout_timer().async_wait([&](asio::error_code ec2) {
+              if (!ec2 && !e.done()) e.finish(timed_out(""));
+            });
+          });
+        }
         return std::nullopt;
       }
       if (auto* rel = std::get_if<proto::release>(&r))

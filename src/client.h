@@ -58,7 +58,8 @@ class coordinator {
  public:
   virtual ~coordinator() = default;
   virtual outcome wait(const proto::arrive& a, const wait_options& o) = 0;
-  virtual outcome decide(const proto::decide& d) = 0;
+  /// o.timeout bounds a waiting decide: past it, exit 124 (the verdict stands).
+  virtual outcome decide(const proto::decide& d, const wait_options& o) = 0;
   virtual outcome abort(const proto::abort_req& a) = 0;
   virtual outcome status(const proto::status_req& s) = 0;
 };

@@ -239,7 +239,9 @@ int run_decide(const decide_options& o) {
   auto conn = connection(*s, o.common);
   if (!client_secret(o.common, conn)) return exit_code::auth;
   auto c = make_tcp_coordinator(std::move(conn));
-  return finish(c->decide(d), o.common.quiet);
+  wait_options wo;
+  wo.timeout = o.timeout;
+  return finish(c->decide(d, wo), o.common.quiet);
 }
 
 int run_abort(const abort_options& o) {

@@ -55,6 +55,7 @@ struct decide_options {
   std::string message;
   bool no_wait = false;
   std::optional<std::uint32_t> n, rank;
+  std::optional<duration> timeout;  ///< give up waiting for delivery (the verdict stands)
 };
 
 struct abort_options {

@@ -91,6 +91,30 @@ stdout_is() {
   grep -q 'delivered to 2 participants' "$(err chief)"
 }
 
+@test "one step with --timeout: decide exits 124 naming the missing ranks, and the verdict stands for the others" {
+  start_host
+  run -124 --separate-stderr timeout 20 "$TFB" decide stop --name to --n 3 --rank 0 --message late --timeout 1s
+  [[ $stderr == *"timed out after 1s"* ]]
+  [[ $stderr == *"the verdict stop stands"* ]]
+  [[ $stderr == *"1/3 arrived; missing ranks 1-2"* ]]
+  run -0 "$TFB" status --name to --json
+  assert_json barriers.0.chief true
+  assert_json barriers.0.verdict '"stop"'
+  spawn_wait w1 --name to --n 3 --rank 1
+  wait_arrived to 2
+  run -1 timeout 20 "$TFB" wait --name to --n 3 --rank 2
+  assert_output late
+  expect_exits 1 w1
+}
+
+@test "decide --timeout: a round that releases in time exits 0 as before" {
+  start_host
+  spawn chief "$TFB" decide continue --name tq --n 2 --rank 0 --timeout 10s
+  wait_arrived tq 1
+  run -0 timeout 20 "$TFB" wait --name tq --n 2 --rank 1
+  expect_exits 0 chief
+}
+
 @test "one step with --no-wait: decide returns at once, the verdict stands after it disconnected, and later workers get it" {
   start_host
   run -0 --separate-stderr timeout 20 "$TFB" decide stop --name nw --n 3 --rank 0 --no-wait --message bye

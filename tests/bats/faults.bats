@@ -233,6 +233,44 @@ print(b["arrived"], b["missing"], [(g["rank"], g["pid"], g["how"]) for g in b["g
   assert_output --partial "stopped answering"
 }
 
+@test "faults: the host frozen with SIGSTOP: a waiting participant's --timeout still ends it in time (124)" {
+  start_host
+  # The timeout (5 s) passes while the participant is reconnecting: 3 keep-alives
+  # of silence (3.5 s), then a TCP connect that the frozen host's kernel accepts
+  # and a handshake that never completes (the connect timeout is 6 s).
+  bg_wait r0 --name ft --n 2 --rank 0 --timeout 5s --connect-timeout 6s --keepalive 1s
+  local p0=$LAST_PID
+  wait_arrived ft 1
+  local t0=$SECONDS
+  kill -STOP "$HOST_PID"
+  local rc=0
+  reap "$p0" 124 15 || rc=1
+  local took=$((SECONDS - t0))
+  kill -CONT "$HOST_PID"
+  echo "ended after ${took} s: $(cat r0.err)"
+  [ "$rc" -eq 0 ]
+  [ "$took" -le 7 ]
+}
+
+@test "faults: the host frozen just before a participant's --timeout: it ends 124 soon after, not at the keep-alive" {
+  start_host
+  # Keep-alives every 10 s: the silence would take 30 s to notice. The timeout
+  # (2 s) sends LEAVE to a host that cannot answer; 2 s later the participant ends.
+  bg_wait r0 --name fl --n 2 --rank 0 --timeout 2s --keepalive 10s
+  local p0=$LAST_PID
+  wait_arrived fl 1
+  local t0=$SECONDS
+  kill -STOP "$HOST_PID"
+  local rc=0
+  reap "$p0" 124 15 || rc=1
+  local took=$((SECONDS - t0))
+  kill -CONT "$HOST_PID"
+  echo "ended after ${took} s: $(cat r0.err)"
+  [ "$rc" -eq 0 ]
+  [ "$took" -le 6 ]
+  grep -q "did not answer the withdrawal" r0.err
+}
+
 @test "faults: the host frozen for 2 s while participants wait: they carry on and release" {
   start_host
   export TFBARRIER_CONNECT_TIMEOUT=15s
@@ -298,4 +336,48 @@ print(b["arrived"], b["missing"], [(g["rank"], g["pid"], g["how"]) for g in b["g
   reap "$p1" 1
   assert_equal "$(cat r1.out)" "stop: cut round"
   grep -q "rejoin cut#1: participant .* came back after the release; told the outcome" "$HOST_LOG"
+}
+
+@test "faults: with --state-dir, a participant that missed its RELEASE when the host died is told it after the restart" {
+  local addr=127.0.0.1:$(low_port) proxy_port
+  serve_at "$addr" --state-dir "$BATS_TEST_TMPDIR/state"
+  proxy_port=$(low_port)
+  /usr/bin/python3 "$FAULTS/blackhole.py" "$proxy_port" "$addr" --lifetime 60 >proxy.out 3>&- &
+  local proxy=$!
+  BG_PIDS+=("$proxy")
+  local i
+  for i in $(seq 100); do grep -q '<ready>' proxy.out && break; sleep 0.05; done
+  run -0 timeout 10 "$TFB" decide stop --no-wait --name m --n 3 --rank 0 --message "epoch 1: stop"
+  bg_wait r1 --name m --n 3 --rank 1 --timeout 30s --addr "127.0.0.1:$proxy_port" --connect-timeout 15s
+  local p1=$LAST_PID
+  wait_arrived m 2
+  kill -USR1 "$proxy"
+  for i in $(seq 100); do grep -q '<dead>' proxy.out && break; sleep 0.05; done
+  run -1 timeout 20 "$TFB" wait --name m --n 3 --rank 2 --timeout 10s
+  # Released (journaled); rank 1's RELEASE is lost in the dead link, and the host dies.
+  kill9_host
+  serve_at "$addr" --state-dir "$BATS_TEST_TMPDIR/state"
+  reap "$p1" 1
+  assert_equal "$(cat r1.out)" "epoch 1: stop"
+}
+
+@test "faults: with --state-dir, the chief's decide after a kill -9 still releases the workers that came back" {
+  # A round whose chief was told ALLHERE is not journaled: after the restart the
+  # workers re-arrive and the chief's DECIDE counts as its arrival again.
+  local addr=127.0.0.1:$(low_port)
+  serve_at "$addr" --state-dir "$BATS_TEST_TMPDIR/state"
+  export TFBARRIER_CONNECT_TIMEOUT=15s
+  bg_wait r1 --name g --n 3 --rank 1 --timeout 30s
+  local p1=$LAST_PID
+  bg_wait r2 --name g --n 3 --rank 2 --timeout 30s
+  local p2=$LAST_PID
+  wait_arrived g 2
+  run -0 timeout 10 "$TFB" wait --name g --n 3 --rank 0 --chief --timeout 10s
+  kill9_host
+  serve_at "$addr" --state-dir "$BATS_TEST_TMPDIR/state"
+  wait_arrived g 2
+  run -0 timeout 10 "$TFB" decide stop --name g --message "after the crash"
+  reap "$p1" 1
+  reap "$p2" 1
+  assert_equal "$(cat r1.out)" "after the crash"
 }
