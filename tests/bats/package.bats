@@ -79,6 +79,16 @@ need_deb() {
   assert_equal "$deps" "libc6 "
 }
 
+@test "the packaged binary is PIE (Debian hardening); the default build is position-dependent (start-up)" {
+  need_deb
+  local x=$BATS_TEST_TMPDIR/x
+  dpkg-deb -x "$DEB" "$x"
+  run -0 readelf -h "$x/usr/bin/tfbarrier"
+  assert_line --regexp 'Type: +DYN'
+  run -0 readelf -h "$TFB"
+  assert_line --regexp 'Type: +EXEC'
+}
+
 @test "lintian finds no error and no warning in the .deb" {
   need_deb
   grep -q '^== lintian ' "$PACKAGE_OUT" || skip "lintian could not be installed: the .deb was not checked"
