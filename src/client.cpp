@@ -192,6 +192,7 @@ class engine {
       if (clock::now() - last_heard_ > 3 * keepalive_every_ + 500ms) {
         // The host stopped answering (frozen, or a dead link): treat as lost.
         silent_ = true;
+        silent_for_ = std::chrono::duration_cast<duration>(clock::now() - last_heard_);
         asio::error_code ignored;
         socket_.close(ignored);
         return;
@@ -389,7 +390,7 @@ class engine {
       }
       if (silent_)
         co_return fmt::format("the host at {} stopped answering (no reply for {})", o_.addr,
-                              format_duration(3 * keepalive_every_));
+                              format_duration(silent_for_));
       if (e.code() == asio::error::eof || e.code() == asio::error::connection_reset)
         co_return fmt::format("lost the connection to the host at {}: it closed the connection", o_.addr);
       co_return fmt::format("lost the connection to the host at {}: {}", o_.addr, e.code().message());
@@ -413,6 +414,7 @@ class engine {
   std::string lost_;  ///< why the last connection was lost, for the final message  ///< which connection the write queue belongs to
   bool connected_ = false;
   bool greeted_ = false;  // this connection's HELLO was answered
+  duration silent_for_{0};  // how long the host had been silent when we gave up on it
   bool silent_ = false;
   duration keepalive_every_ = std::chrono::seconds(5);
   clock::time_point last_heard_ = clock::now();
@@ -552,7 +554,10 @@ class waiter {
                                      format_duration(*o_.timeout), name_, gen_);
       if (last_) {
         text += fmt::format(": {}/{} arrived", last_->arrived, last_->n ? std::to_string(*last_->n) : "?");
-        if (last_->missing) text += fmt::format("; missing ranks {}", *last_->missing);
+        if (last_->state == "gathered")
+          text += "; everyone had arrived, and the round was waiting for the chief's verdict (tfbarrier decide)";
+        else if (last_->missing && !last_->missing->empty())
+          text += fmt::format("; missing ranks {}", *last_->missing);
         if (!last_->members.empty()) text += fmt::format("; arrived: {}", join_members(*last_));
         text += describe_gone(*last_);
       }
@@ -629,7 +634,9 @@ class tcp_coordinator final : public coordinator {
         for (const auto& b : st->barriers)
           if (b.gen == gen && b.name == name)
             return timed_out(fmt::format(": {}/{} arrived{}", b.arrived, b.n ? std::to_string(*b.n) : "?",
-                                         b.missing ? fmt::format("; missing ranks {}", *b.missing) : ""));
+                                         b.missing && !b.missing->empty()
+                                             ? fmt::format("; missing ranks {}", *b.missing)
+                                             : ""));
         return timed_out("");
       }
       if (auto* dd = std::get_if<proto::decided>(&r)) {

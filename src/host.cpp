@@ -343,6 +343,15 @@ void session::handle_line(const std::string& line) {
   }
   auto parsed = proto::parse_request(raw);
   if (auto* err = std::get_if<proto::request_error>(&parsed)) {
+    std::string_view verb = std::string_view(raw).substr(0, raw.find(' '));
+    if (!hello_ && verb != "HELLO") {
+      // Not a tfbarrier client at all (docs/protocol.md: any other first line).
+      srv_.event(fmt::format("bad client {}: first line was not HELLO", remote_));
+      send(proto::format_reply(proto::error_reply{proto::error_kind::handshake,
+                                                  "the first line must be HELLO v=1 (see docs/protocol.md)"}),
+           true);
+      return;
+    }
     srv_.event(fmt::format("bad client {}: {}: {}", remote_, proto::to_string(err->kind), err->text));
     send(proto::format_reply(proto::error_reply{err->kind, err->text}), proto::closes_connection(err->kind));
     return;
@@ -481,7 +490,10 @@ void session::handle_line(const std::string& line) {
         } else if constexpr (std::is_same_v<T, proto::ping>) {
           out.sends.push_back({id_, proto::pong{}});
         } else if constexpr (std::is_same_v<T, proto::auth_req>) {
-          send(proto::format_reply(proto::error_reply{proto::error_kind::badrequest, "AUTH was already done"}), true);
+          send(proto::format_reply(proto::error_reply{
+                   proto::error_kind::badrequest,
+                   session_key_.empty() ? "this host does not authenticate: send no AUTH" : "AUTH was already done"}),
+               true);
         }
       },
       req);

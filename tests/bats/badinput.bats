@@ -182,10 +182,16 @@ host_healthy() {
     assert_line --index 1 --regexp '^ERR BADREQUEST :'
     assert_line --index 2 "<closed>"
   done
-  # A first line that is not HELLO: the connection is refused too (HANDSHAKE or BADREQUEST).
-  run -0 wire --hold 3 'FROB x=1'
-  assert_line --index 0 --regexp '^ERR (HANDSHAKE|BADREQUEST) :'
-  assert_line --index 1 "<closed>"
+  # A first line that is not HELLO, whatever it is, gets HANDSHAKE (docs/protocol.md).
+  for bad in 'FROB x=1' 'hello v=1' '' 'GET / HTTP/1.1'; do
+    run -0 wire --hold 3 "$bad"
+    assert_line --index 0 "ERR HANDSHAKE :the first line must be HELLO v=1 (see docs/protocol.md)"
+    assert_line --index 1 "<closed>"
+  done
+  # AUTH to a host that does not authenticate: told so.
+  run -0 wire --hold 3 'HELLO v=1 host=n1 pid=1' "AUTH proof=$(head -c 32 /dev/zero | tr '\0' a)"
+  assert_line --index 1 "ERR BADREQUEST :this host does not authenticate: send no AUTH"
+  assert_line --index 2 "<closed>"
   # A second ARRIVE on one connection.
   run -0 wire --hold 3 'HELLO v=1 host=n1 pid=1' 'ARRIVE name=other scope=default id=o1 n=5 rank=0 chief=0' \
     'ARRIVE name=other2 scope=default id=o2 n=5 rank=0 chief=0'

@@ -61,3 +61,16 @@ teardown() { teardown_common; }
   expect_exits 0 a
   run -0 grep -c 'release gone#1: 2 participants' "$HOST_LOG"
 }
+
+@test "a worker that times out in a gathered round says the round waited for the chief's verdict" {
+  start_host
+  spawn_wait w1 --name tg --n 2 --rank 1 --timeout 2s
+  wait_arrived tg 1
+  # All are here: the chief's wait returns, and no verdict comes.
+  run -0 timeout 20 "$TFB" wait --name tg --n 2 --rank 0 --chief
+  expect_exits 124 w1
+  cat "$(err w1)"
+  grep -q "timed out after 2s" "$(err w1)"
+  grep -q "2/2 arrived; everyone had arrived, and the round was waiting for the chief's verdict" "$(err w1)"
+  ! grep -q "missing ranks" "$(err w1)" || false
+}
