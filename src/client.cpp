@@ -669,8 +669,9 @@ class tcp_coordinator final : public coordinator {
       }
       if (auto* rel = std::get_if<proto::release>(&r))
         return outcome{exit_code::released_continue, "",
-                       fmt::format("verdict {} delivered to {} participants of barrier {} round {}",
-                                   proto::to_string(rel->v), rel->delivered.value_or(0), rel->name, rel->gen)};
+                       fmt::format("verdict {} delivered to {} participant{} of barrier {} round {}",
+                                   proto::to_string(rel->v), rel->delivered.value_or(0),
+                                   rel->delivered.value_or(0) == 1 ? "" : "s", rel->name, rel->gen)};
       if (auto* ab = std::get_if<proto::aborted>(&r)) return outcome{exit_code::aborted, "", aborted_text(*ab)};
       return std::nullopt;
     });
@@ -681,8 +682,8 @@ class tcp_coordinator final : public coordinator {
     return e.run(proto::format_request(a), [&](const proto::reply& r) -> std::optional<outcome> {
       if (auto* ab = std::get_if<proto::aborted>(&r))
         return outcome{exit_code::released_continue, "",
-                       fmt::format("aborted barrier {} round {}: {} waiting participants told", ab->name, ab->gen,
-                                   ab->notified.value_or(0))};
+                       fmt::format("aborted barrier {} round {}: {} waiting participant{} told", ab->name, ab->gen,
+                                   ab->notified.value_or(0), ab->notified.value_or(0) == 1 ? "" : "s")};
       return std::nullopt;
     });
   }

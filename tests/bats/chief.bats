@@ -113,6 +113,7 @@ stdout_is() {
   wait_arrived tq 1
   run -0 timeout 20 "$TFB" wait --name tq --n 2 --rank 1
   expect_exits 0 chief
+  grep -q 'verdict continue delivered to 1 participant of barrier tq round 1$' "$(err chief)"
 }
 
 @test "one step with --no-wait: decide returns at once, the verdict stands after it disconnected, and later workers get it" {
