@@ -33,6 +33,19 @@ stdout_is() {
   fi
 }
 
+# workers_get_stop NAME MESSAGE: ranks 1 and 2 of a round of 3 whose chief has
+# given `stop` already arrive; both exit 1 and print MESSAGE on stdout.
+workers_get_stop() {
+  local name=$1 message=$2
+  spawn_wait w1 --name "$name" --n 3 --rank 1
+  wait_arrived "$name" 2
+  still_running 0.2 w1
+  run -1 timeout 20 "$TFB" wait --name "$name" --n 3 --rank 2
+  assert_output "$message"
+  expect_exits 1 w1
+  stdout_is w1 "$message"
+}
+
 @test "the chief's wait returns 0 once all are present, while the others keep waiting" {
   start_host
   gathered ep1
@@ -100,11 +113,7 @@ stdout_is() {
   run -0 "$TFB" status --name to --json
   assert_json barriers.0.chief true
   assert_json barriers.0.verdict '"stop"'
-  spawn_wait w1 --name to --n 3 --rank 1
-  wait_arrived to 2
-  run -1 timeout 20 "$TFB" wait --name to --n 3 --rank 2
-  assert_output late
-  expect_exits 1 w1
+  workers_get_stop to late
 }
 
 @test "decide --timeout: a round that releases in time exits 0 as before" {
@@ -127,13 +136,7 @@ stdout_is() {
   assert_json barriers.0.verdict '"stop"'
   assert_json barriers.0.members.0.rank 0
 
-  spawn_wait w1 --name nw --n 3 --rank 1
-  wait_arrived nw 2
-  still_running 0.2 w1
-  run -1 timeout 20 "$TFB" wait --name nw --n 3 --rank 2
-  assert_output bye
-  expect_exits 1 w1
-  stdout_is w1 bye
+  workers_get_stop nw bye
 }
 
 @test "decide without --name picks the one round awaiting a verdict" {
@@ -222,11 +225,7 @@ stdout_is() {
   run -0 "$TFB" status --name sv --json
   assert_json barriers.0.arrived 1
   assert_json barriers.0.verdict '"stop"'
-  spawn_wait w1 --name sv --n 3 --rank 1
-  wait_arrived sv 2
-  run -1 timeout 20 "$TFB" wait --name sv --n 3 --rank 2
-  assert_output again
-  expect_exits 1 w1
+  workers_get_stop sv again
 }
 
 @test "the verdict belongs to one round: the next round of the same name, without a chief, releases with 0" {

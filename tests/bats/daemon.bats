@@ -113,17 +113,7 @@ daemon() {
 }
 
 @test "the daemon keeps none of its caller's descriptors: a pipe the caller had open sees its end" {
-  # fd 7: a pipe whose reader waits for end-of-file, as `$(...)` or `| tee` do.
-  local fifo=$BATS_TEST_TMPDIR/fifo
-  mkfifo "$fifo"
-  { timeout 20 cat "$fifo" >/dev/null; echo eof >"$BATS_TEST_TMPDIR/eof"; } 3>&- &
-  BG_PIDS+=("$!")
-  daemon 7>"$fifo"
-  # The reader ends once nobody holds the pipe: not the daemon either.
-  local i
-  for i in $(seq 50); do [ -e "$BATS_TEST_TMPDIR/eof" ] && break; sleep 0.1; done
-  ls -l "/proc/${PID_OF[daemon]}/fd" >&2
-  [ -e "$BATS_TEST_TMPDIR/eof" ]
-  run -0 ls -l "/proc/${PID_OF[daemon]}/fd"
-  refute_output --partial "$fifo"
+  eof_pipe
+  daemon 7>"$EOF_PIPE"
+  assert_pipe_released "${PID_OF[daemon]}"
 }

@@ -233,41 +233,38 @@ print(b["arrived"], b["missing"], [(g["rank"], g["pid"], g["how"]) for g in b["g
   assert_output --partial "stopped answering"
 }
 
-@test "faults: the host frozen with SIGSTOP: a waiting participant's --timeout still ends it in time (124)" {
+# timeout_while_frozen NAME MAX_SECONDS [wait options]: one participant waits at
+# NAME (n 2) with the options given; once it has arrived the host is frozen.
+# It must exit 124 within MAX_SECONDS of the freeze. Its stderr is in r0.err.
+timeout_while_frozen() {
+  local name=$1 max=$2
+  shift 2
   start_host
+  bg_wait r0 --name "$name" --n 2 --rank 0 "$@"
+  local p0=$LAST_PID
+  wait_arrived "$name" 1
+  local t0=$SECONDS
+  kill -STOP "$HOST_PID"
+  local rc=0
+  reap "$p0" 124 15 || rc=1
+  local took=$((SECONDS - t0))
+  kill -CONT "$HOST_PID"
+  echo "ended after ${took} s: $(cat r0.err)"
+  [ "$rc" -eq 0 ]
+  [ "$took" -le "$max" ]
+}
+
+@test "faults: the host frozen with SIGSTOP: a waiting participant's --timeout still ends it in time (124)" {
   # The timeout (5 s) passes while the participant is reconnecting: 3 keep-alives
   # of silence (3.5 s), then a TCP connect that the frozen host's kernel accepts
   # and a handshake that never completes (the connect timeout is 6 s).
-  bg_wait r0 --name ft --n 2 --rank 0 --timeout 5s --connect-timeout 6s --keepalive 1s
-  local p0=$LAST_PID
-  wait_arrived ft 1
-  local t0=$SECONDS
-  kill -STOP "$HOST_PID"
-  local rc=0
-  reap "$p0" 124 15 || rc=1
-  local took=$((SECONDS - t0))
-  kill -CONT "$HOST_PID"
-  echo "ended after ${took} s: $(cat r0.err)"
-  [ "$rc" -eq 0 ]
-  [ "$took" -le 7 ]
+  timeout_while_frozen ft 7 --timeout 5s --connect-timeout 6s --keepalive 1s
 }
 
 @test "faults: the host frozen just before a participant's --timeout: it ends 124 soon after, not at the keep-alive" {
-  start_host
   # Keep-alives every 10 s: the silence would take 30 s to notice. The timeout
   # (2 s) sends LEAVE to a host that cannot answer; 2 s later the participant ends.
-  bg_wait r0 --name fl --n 2 --rank 0 --timeout 2s --keepalive 10s
-  local p0=$LAST_PID
-  wait_arrived fl 1
-  local t0=$SECONDS
-  kill -STOP "$HOST_PID"
-  local rc=0
-  reap "$p0" 124 15 || rc=1
-  local took=$((SECONDS - t0))
-  kill -CONT "$HOST_PID"
-  echo "ended after ${took} s: $(cat r0.err)"
-  [ "$rc" -eq 0 ]
-  [ "$took" -le 6 ]
+  timeout_while_frozen fl 6 --timeout 2s --keepalive 10s
   grep -q "did not answer the withdrawal" r0.err
 }
 
@@ -313,51 +310,47 @@ print(b["arrived"], b["missing"], [(g["rank"], g["pid"], g["how"]) for g in b["g
   [ "$ok" -eq 0 ]
 }
 
+# release_behind_dead_link ADDR NAME MESSAGE: a round of 3 at NAME on the host
+# at ADDR, decided `stop` with MESSAGE in advance; rank 1 talks to the host
+# through tests/faults/blackhole.py, which turns its connection into a dead
+# link (both ways) before rank 2 arrives. Rank 2 is released at once with
+# MESSAGE; rank 1's RELEASE is stuck in the dead link. Rank 1 (its output in
+# r1.out) is $P1.
+release_behind_dead_link() {
+  local addr=$1 name=$2 message=$3 proxy_port proxy i
+  proxy_port=$(low_port)
+  /usr/bin/python3 "$FAULTS/blackhole.py" "$proxy_port" "$addr" --lifetime 60 >proxy.out 3>&- &
+  proxy=$!
+  BG_PIDS+=("$proxy")
+  for i in $(seq 100); do grep -q '<ready>' proxy.out && break; sleep 0.05; done
+  run -0 timeout 10 "$TFB" decide stop --no-wait --name "$name" --n 3 --rank 0 --message "$message"
+  bg_wait r1 --name "$name" --n 3 --rank 1 --timeout 30s --addr "127.0.0.1:$proxy_port" --connect-timeout 15s
+  P1=$LAST_PID
+  wait_arrived "$name" 2
+  kill -USR1 "$proxy"
+  for i in $(seq 100); do grep -q '<dead>' proxy.out && break; sleep 0.05; done
+  run -1 timeout 20 "$TFB" wait --name "$name" --n 3 --rank 2 --timeout 10s
+  assert_output "$message"
+}
+
 @test "faults: a connection lost while its round releases: the participant comes back and gets that round's outcome" {
   start_host
-  local proxy_port
-  proxy_port=$(low_port)
-  /usr/bin/python3 "$FAULTS/blackhole.py" "$proxy_port" "$TFBARRIER_ADDR" --lifetime 60 >proxy.out 3>&- &
-  local proxy=$!
-  BG_PIDS+=("$proxy")
-  local i
-  for i in $(seq 100); do grep -q '<ready>' proxy.out && break; sleep 0.05; done
-  run -0 timeout 10 "$TFB" decide stop --no-wait --name cut --n 3 --rank 0 --message "stop: cut round"
-  # Rank 1 talks to the host through the proxy.
-  bg_wait r1 --name cut --n 3 --rank 1 --timeout 30s --addr "127.0.0.1:$proxy_port" --connect-timeout 15s
-  local p1=$LAST_PID
-  wait_arrived cut 2
-  kill -USR1 "$proxy"  # rank 1's connection is now a dead link, both ways
-  for i in $(seq 100); do grep -q '<dead>' proxy.out && break; sleep 0.05; done
-  run -1 timeout 20 "$TFB" wait --name cut --n 3 --rank 2 --timeout 10s
-  assert_output "stop: cut round"
-  # The RELEASE for rank 1 is stuck in the dead link; rank 1 notices the silence,
-  # reconnects with the same id and is told its round's outcome.
-  reap "$p1" 1
+  release_behind_dead_link "$TFBARRIER_ADDR" cut "stop: cut round"
+  # Rank 1 notices the silence, reconnects with the same id and is told its
+  # round's outcome.
+  reap "$P1" 1
   assert_equal "$(cat r1.out)" "stop: cut round"
   grep -q "rejoin cut#1: participant .* came back after the release; told the outcome" "$HOST_LOG"
 }
 
 @test "faults: with --state-dir, a participant that missed its RELEASE when the host died is told it after the restart" {
-  local addr=127.0.0.1:$(low_port) proxy_port
+  local addr=127.0.0.1:$(low_port)
   serve_at "$addr" --state-dir "$BATS_TEST_TMPDIR/state"
-  proxy_port=$(low_port)
-  /usr/bin/python3 "$FAULTS/blackhole.py" "$proxy_port" "$addr" --lifetime 60 >proxy.out 3>&- &
-  local proxy=$!
-  BG_PIDS+=("$proxy")
-  local i
-  for i in $(seq 100); do grep -q '<ready>' proxy.out && break; sleep 0.05; done
-  run -0 timeout 10 "$TFB" decide stop --no-wait --name m --n 3 --rank 0 --message "epoch 1: stop"
-  bg_wait r1 --name m --n 3 --rank 1 --timeout 30s --addr "127.0.0.1:$proxy_port" --connect-timeout 15s
-  local p1=$LAST_PID
-  wait_arrived m 2
-  kill -USR1 "$proxy"
-  for i in $(seq 100); do grep -q '<dead>' proxy.out && break; sleep 0.05; done
-  run -1 timeout 20 "$TFB" wait --name m --n 3 --rank 2 --timeout 10s
+  release_behind_dead_link "$addr" m "epoch 1: stop"
   # Released (journaled); rank 1's RELEASE is lost in the dead link, and the host dies.
   kill9_host
   serve_at "$addr" --state-dir "$BATS_TEST_TMPDIR/state"
-  reap "$p1" 1
+  reap "$P1" 1
   assert_equal "$(cat r1.out)" "epoch 1: stop"
 }
 

@@ -296,3 +296,25 @@ wait_status() {
   echo "$output" >&2
   return 1
 }
+
+# ---- Descriptors a daemon must not keep ----------------------------------------
+# eof_pipe: makes $BATS_TEST_TMPDIR/fifo, with a reader in the background that
+# writes $BATS_TEST_TMPDIR/eof once nobody holds the pipe open for writing, as
+# `$(...)` or `| tee` wait for. Give the command under test `7>"$EOF_PIPE"`.
+eof_pipe() {
+  EOF_PIPE=$BATS_TEST_TMPDIR/fifo
+  mkfifo "$EOF_PIPE"
+  { timeout 20 cat "$EOF_PIPE" >/dev/null; echo eof >"$BATS_TEST_TMPDIR/eof"; } 3>&- &
+  BG_PIDS+=("$!")
+}
+
+# assert_pipe_released PID: the reader of eof_pipe saw its end within 5 s, and
+# PID holds no descriptor of the pipe.
+assert_pipe_released() {
+  local pid=$1 i
+  for i in $(seq 50); do [ -e "$BATS_TEST_TMPDIR/eof" ] && break; sleep 0.1; done
+  ls -l "/proc/$pid/fd" >&2
+  [ -e "$BATS_TEST_TMPDIR/eof" ]
+  run -0 ls -l "/proc/$pid/fd"
+  refute_output --partial "$EOF_PIPE"
+}

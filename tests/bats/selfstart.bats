@@ -115,22 +115,14 @@ wait_all() {
 }
 
 @test "the host a participant starts keeps none of the participant's descriptors" {
-  # fd 7: a pipe whose reader waits for end-of-file, as `$(...)` or `| tee` do;
-  # the host outlives the participant by its idle time (10 min).
-  local fifo=$BATS_TEST_TMPDIR/fifo
-  mkfifo "$fifo"
-  { timeout 20 cat "$fifo" >/dev/null; echo eof >"$BATS_TEST_TMPDIR/eof"; } 3>&- &
-  BG_PIDS+=("$!")
+  # The host outlives the participant by its idle time (10 min).
+  eof_pipe
   env -i HOME="$HOME" PATH=/usr/bin:/bin TMPDIR="$BATS_TEST_TMPDIR" TFBARRIER_PORT="$PORT" \
-    "$TFB" wait --name fd --n 1 --timeout 20s >p.out 2>p.err 3>&- 7>"$fifo"
-  local pid i
+    "$TFB" wait --name fd --n 1 --timeout 20s >p.out 2>p.err 3>&- 7>"$EOF_PIPE"
+  local pid
   pid=$(self_started_pids)
   [ -n "$pid" ]
-  for i in $(seq 50); do [ -e "$BATS_TEST_TMPDIR/eof" ] && break; sleep 0.1; done
-  ls -l "/proc/$pid/fd" >&2
-  [ -e "$BATS_TEST_TMPDIR/eof" ]
-  run -0 ls -l "/proc/$pid/fd"
-  refute_output --partial "$fifo"
+  assert_pipe_released "$pid"
 }
 
 @test "with TFBARRIER_ADDR given, a participant never starts a host: it exits 69 after --connect-timeout" {
