@@ -11,6 +11,7 @@
 
 #include <asio.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <deque>
@@ -21,6 +22,7 @@
 #include "auth.h"
 #include "barrier.h"
 #include "munge_auth.h"
+#include "exit_codes.h"
 #include "journal.h"
 #include "version.h"
 
@@ -130,9 +132,17 @@ class server {
       // Written and flushed before any reply of this step goes out.
       std::string bytes;
       for (auto& j : out.journal) bytes += to_journal_line(j);
-      if (!write_all(journal_fd_, bytes) || ::fdatasync(journal_fd_) != 0)
-        log(fmt::format("warning: cannot write the journal in {}: {}; verdicts are not safe from a crash",
-                        *opts_.state_dir, std::strerror(errno)));
+      if (!write_all(journal_fd_, bytes) || ::fdatasync(journal_fd_) != 0) {
+        // Acknowledging now would promise what a crash could take back. Stop
+        // as a crash would, before any reply of this step: participants
+        // reconnect, and a restarted host (with room to write) takes their
+        // requests again. Nothing acknowledged is lost.
+        log(fmt::format("error: cannot write the journal in {}: {}; stopping before acknowledging what it could "
+                        "not record. Free space (or fix {}) and start the host again: waiting participants "
+                        "reconnect until their --connect-timeout",
+                        *opts_.state_dir, std::strerror(errno), *opts_.state_dir));
+        std::_Exit(exit_code::protocol);
+      }
     }
     for (auto& e : out.sends) {
       auto it = sessions_.find(e.to);

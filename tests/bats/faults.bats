@@ -23,6 +23,7 @@ teardown() {
   done
   teardown_common
   if [ "$(id -u)" -eq 0 ]; then /usr/bin/python3 "$FAULTS/harness.py" --cleanup; fi
+  if [ -n "${FULL_MOUNT:-}" ]; then umount "$FULL_MOUNT" 2>/dev/null || true; fi
 }
 
 # A free port below the ephemeral range: a client reconnecting while the host
@@ -352,6 +353,55 @@ release_behind_dead_link() {
   serve_at "$addr" --state-dir "$BATS_TEST_TMPDIR/state"
   reap "$P1" 1
   assert_equal "$(cat r1.out)" "epoch 1: stop"
+}
+
+@test "faults: with --state-dir on a full disk, the host stops before acknowledging; restarted with room, the verdict is taken" {
+  [ "$(id -u)" -eq 0 ] || skip "needs root to mount a small tmpfs as the state dir"
+  FULL_MOUNT=$BATS_TEST_TMPDIR/state
+  mkdir -p "$FULL_MOUNT"
+  mount -t tmpfs -o size=64k tmpfs "$FULL_MOUNT"
+  local addr=127.0.0.1:$(low_port)
+  serve_at "$addr" --state-dir "$FULL_MOUNT"
+  local host=$HOST_PID
+  dd if=/dev/zero of="$FULL_MOUNT/fill" bs=4k 2>/dev/null || true  # until ENOSPC
+  # Verdicts with 1000-byte messages, one barrier each, until the journal's last
+  # page is full: each is acknowledged (exit 0) while it fits, and the one that
+  # does not fit must not be.
+  local msg i t decide="" acked=0
+  msg=$(head -c 1000 /dev/zero | tr '\0' m)
+  for i in $(seq 8); do
+    "$TFB" decide stop --no-wait --name "full$i" --n 2 --rank 0 --message "$msg" \
+      --connect-timeout 20s >"d$i.out" 2>"d$i.err" 3>&- &
+    decide=$!
+    BG_PIDS+=("$decide")
+    for t in $(seq 200); do
+      alive "$decide" && alive "$host" || break
+      sleep 0.05
+    done
+    alive "$host" || break
+    wait "$decide"  # acknowledged
+    acked=$i
+  done
+  wait_gone "$host" 5 || { echo "the host still runs: it acknowledged all $acked verdicts"; return 1; }
+  local rc=0
+  wait "$host" || rc=$?
+  echo "verdicts acknowledged before the disk was full: $acked; host exit $rc"
+  cat "$HOST_LOG"
+  [ "$rc" -eq 70 ]
+  grep -q "error: cannot write the journal in $FULL_MOUNT: No space left on device; stopping before acknowledging" \
+    "$HOST_LOG"
+  # The last one was not acknowledged: its decide is still trying.
+  alive "$decide"
+  local last=$((acked + 1))
+  rm "$FULL_MOUNT/fill"
+  serve_at "$addr" --state-dir "$FULL_MOUNT"
+  reap "$decide" 0 20
+  grep -q "recorded" "d$last.err"
+  # Every verdict is there after the restart, the last one too.
+  for i in $(seq "$last"); do
+    run -1 timeout 20 "$TFB" wait --name "full$i" --n 2 --rank 1
+    assert_output "$msg"
+  done
 }
 
 @test "faults: with --state-dir, the chief's decide after a kill -9 still releases the workers that came back" {
