@@ -51,8 +51,10 @@ class engine {
     resumable_ = true;
     keepalive_every_ = keepalive;
   }
-  /// Connected and greeted by the host: a request written now will be answered.
-  bool connected() const { return connected_ && greeted_; }
+  /// A request written now will reach the host after this connection's own
+  /// request: it was greeted, or the request went out with HELLO (then the host
+  /// may have counted it, and a LEAVE must follow it).
+  bool connected() const { return connected_ && (greeted_ || pipelined_); }
 
   /// Connects, sends HELLO and `request`, and feeds every reply to `handler`.
   outcome run(const std::string& request, reply_handler handler) {

@@ -1,3 +1,6 @@
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -11,6 +14,14 @@ int main(int argc, char** argv) {
     std::printf("tfbarrier %s (protocol %d)\n", tfb::version, tfb::protocol_version);
     return 0;
   }
+  // Started with stdin, stdout or stderr closed (`tfbarrier wait >&-`), the
+  // first socket or pipe would take that number, and a message meant for
+  // stdout would go into it: fill the gaps with /dev/null first.
+  for (int fd = 0; fd < 3; ++fd)
+    if (::fcntl(fd, F_GETFD) < 0) {
+      int n = ::open("/dev/null", O_RDWR);
+      if (n > 2) ::close(n);
+    }
   std::signal(SIGPIPE, SIG_IGN);  // a closed peer is an error code, not a death
   return tfb::run_cli(argc, argv);
 }

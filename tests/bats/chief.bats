@@ -75,6 +75,17 @@ workers_get_stop() {
   stdout_is w2 "$text"
 }
 
+@test "a worker started with stdout closed still gets the verdict as its exit code" {
+  start_host
+  run -0 timeout 20 "$TFB" decide stop --name closed --n 2 --rank 0 --no-wait --message "not into the socket"
+  run -1 timeout 20 bash -c '"$1" wait --name closed --n 2 --rank 1 >&- 3>&-' _ "$TFB"
+  # Nothing it printed reached the host (fd 1 is /dev/null, not one of its own descriptors).
+  sleep 0.3
+  cat "$HOST_LOG"
+  run grep -c "bad client" "$HOST_LOG"
+  assert_output 0
+}
+
 @test "decide continue: every worker exits 0" {
   start_host
   gathered ep3

@@ -117,3 +117,13 @@ daemon() {
   daemon 7>"$EOF_PIPE"
   assert_pipe_released "${PID_OF[daemon]}"
 }
+
+@test "serve --daemon started with stdin and stderr closed still reports its address and returns" {
+  SECONDS=0
+  run -0 --separate-stderr timeout 20 bash -c '"$1" serve --daemon --listen 127.0.0.1:0 --log "$2" <&- 2>&- 3>&-' \
+    _ "$TFB" "$LOG"
+  [ "$SECONDS" -le 5 ]
+  [[ $output =~ TFBARRIER_PID=([0-9]+) ]]
+  HOST_PIDS+=("${BASH_REMATCH[1]}")
+  [[ $output == *"TFBARRIER_ADDR=127.0.0.1:"* ]]
+}
