@@ -13,7 +13,17 @@ setup() {
   setup_common
   LOG=$BATS_TEST_TMPDIR/daemon.log
 }
-teardown() { teardown_common; }
+teardown() {
+  teardown_common
+  # A daemon whose assignments never came back (a failed test) is not in
+  # HOST_PIDS: find it by this test's own log path, which only it was given.
+  local p
+  for p in /proc/[0-9]*; do
+    tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "serve --daemon --listen 127.0.0.1:0 --log $LOG" &&
+      kill "${p#/proc/}" 2>/dev/null
+  done
+  return 0
+}
 
 # daemon [serve options...]: evals `serve --daemon --listen 127.0.0.1:0 --log $LOG`,
 # the way a job script does; the daemon's pid goes to HOST_PIDS (teardown kills
