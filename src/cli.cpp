@@ -177,7 +177,6 @@ int run_cli(int argc, char** argv) {
         "  tfbarrier serve --listen 127.0.0.1:0          # prints TFBARRIER_ADDR=127.0.0.1:PORT\n"
         "  eval \"$(tfbarrier serve --daemon --idle-exit 1h)\"; ...; kill $TFBARRIER_PID\n" +
         exit_code_help());
-
   }
 
   // wait
@@ -209,7 +208,6 @@ int run_cli(int argc, char** argv) {
         "  msg=$(tfbarrier wait --name epoch3 --timeout 10m); rc=$?   # rc 0 go on, 1 stop\n"
         "  tfbarrier wait --name epoch3 --chief && ./evaluate && tfbarrier decide continue\n" +
         exit_code_help());
-
   }
 
   // decide
@@ -245,7 +243,6 @@ int run_cli(int argc, char** argv) {
         "  tfbarrier decide stop --message 'validation loss went up'\n"
         "  tfbarrier decide continue --name epoch3 --n 6 --rank 0   # one step: arrive with the verdict\n" +
         exit_code_help());
-
   }
 
   // abort
@@ -263,7 +260,6 @@ int run_cli(int argc, char** argv) {
             "TEXT"));
     add_common(a, abort.common, abort_text);
     a->footer("\nExample:\n  tfbarrier abort --name epoch3 --reason 'rank 4 ran out of memory'\n" + exit_code_help());
-
   }
 
   // status
@@ -278,7 +274,6 @@ int run_cli(int argc, char** argv) {
     add_common(st, status.common, status_text);
     st->footer("\nExamples:\n  tfbarrier status\n  tfbarrier status --name epoch3 --json | jq .barriers[0].missing\n" +
                exit_code_help());
-
   }
 
   // config
@@ -292,7 +287,6 @@ int run_cli(int argc, char** argv) {
     cf->add_flag("--json", config.json, "JSON for scripts");
     add_common(cf, config.common, config_text);
     cf->footer("\nExample:\n  srun -n 2 tfbarrier config\n" + exit_code_help());
-
   }
 
   // secret
@@ -303,7 +297,6 @@ int run_cli(int argc, char** argv) {
     sec->add_option("--file", secret.file, "Where (default ~/.tfbarrier/secret, or TFBARRIER_SECRET_FILE)");
     sec->add_flag("--force", secret.force, "Replace an existing secret (every node then needs the new one)");
     sec->footer("\nExample:\n  tfbarrier secret && tfbarrier serve --listen :7727\n" + exit_code_help());
-
   }
 
   try {
@@ -323,10 +316,8 @@ int run_cli(int argc, char** argv) {
   }
 
   if (s && s->parsed()) {
-    std::optional<duration> idle;
     set_duration(idle_exit, serve.idle_exit);
     set_duration(forget_after, serve.forget_after);
-    (void)idle;
     return run_serve(serve);
   }
   if (w && w->parsed()) {

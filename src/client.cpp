@@ -492,6 +492,16 @@ std::string describe_gone(const proto::barrier_info& b) {
   return out;
 }
 
+/// "K/N arrived" and who is missing, for a timeout's message.
+std::string arrived_text(const proto::barrier_info& b) {
+  std::string s = fmt::format("{}/{} arrived", b.arrived, b.n ? std::to_string(*b.n) : "?");
+  if (b.state == "gathered")
+    s += "; everyone had arrived, and the round was waiting for the chief's verdict (tfbarrier decide)";
+  else if (b.missing && !b.missing->empty())
+    s += fmt::format("; missing ranks {}", *b.missing);
+  return s;
+}
+
 /// How long a timed-out participant waits for the host to confirm its LEAVE.
 constexpr duration leave_grace = 2s;
 
@@ -555,11 +565,7 @@ class waiter {
       std::string text = fmt::format("timed out after {} waiting at barrier {} (round {})",
                                      format_duration(*o_.timeout), name_, gen_);
       if (last_) {
-        text += fmt::format(": {}/{} arrived", last_->arrived, last_->n ? std::to_string(*last_->n) : "?");
-        if (last_->state == "gathered")
-          text += "; everyone had arrived, and the round was waiting for the chief's verdict (tfbarrier decide)";
-        else if (last_->missing && !last_->missing->empty())
-          text += fmt::format("; missing ranks {}", *last_->missing);
+        text += ": " + arrived_text(*last_);
         if (!last_->members.empty()) text += fmt::format("; arrived: {}", join_members(*last_));
         text += describe_gone(*last_);
       }
@@ -634,11 +640,7 @@ class tcp_coordinator final : public coordinator {
       if (auto* st = std::get_if<proto::status_reply>(&r)) {
         if (!timing_out) return std::nullopt;
         for (const auto& b : st->barriers)
-          if (b.gen == gen && b.name == name)
-            return timed_out(fmt::format(": {}/{} arrived{}", b.arrived, b.n ? std::to_string(*b.n) : "?",
-                                         b.missing && !b.missing->empty()
-                                             ? fmt::format("; missing ranks {}", *b.missing)
-                                             : ""));
+          if (b.gen == gen && b.name == name) return timed_out(": " + arrived_text(b));
         return timed_out("");
       }
       if (auto* dd = std::get_if<proto::decided>(&r)) {

@@ -351,17 +351,17 @@ void session::handle_line(const std::string& line) {
     refuse_auth("a line without a valid MAC");
     return;
   }
+  // Any first line but a HELLO, well-formed or not, is not a tfbarrier client
+  // (docs/protocol.md): refused before it is parsed.
+  if (!hello_ && std::string_view(raw).substr(0, raw.find(' ')) != "HELLO") {
+    srv_.event(fmt::format("bad client {}: first line was not HELLO", remote_));
+    send(proto::format_reply(proto::error_reply{proto::error_kind::handshake,
+                                                "the first line must be HELLO v=1 (see docs/protocol.md)"}),
+         true);
+    return;
+  }
   auto parsed = proto::parse_request(raw);
   if (auto* err = std::get_if<proto::request_error>(&parsed)) {
-    std::string_view verb = std::string_view(raw).substr(0, raw.find(' '));
-    if (!hello_ && verb != "HELLO") {
-      // Not a tfbarrier client at all (docs/protocol.md: any other first line).
-      srv_.event(fmt::format("bad client {}: first line was not HELLO", remote_));
-      send(proto::format_reply(proto::error_reply{proto::error_kind::handshake,
-                                                  "the first line must be HELLO v=1 (see docs/protocol.md)"}),
-           true);
-      return;
-    }
     srv_.event(fmt::format("bad client {}: {}: {}", remote_, proto::to_string(err->kind), err->text));
     send(proto::format_reply(proto::error_reply{err->kind, err->text}), proto::closes_connection(err->kind));
     return;
@@ -370,14 +370,7 @@ void session::handle_line(const std::string& line) {
   output out;
   millis now = srv_.now();
   if (!hello_) {
-    auto* h = std::get_if<proto::hello>(&req);
-    if (!h) {
-      srv_.event(fmt::format("bad client {}: first line was not HELLO", remote_));
-      send(proto::format_reply(proto::error_reply{proto::error_kind::handshake,
-                                                  "the first line must be HELLO v=1 (see docs/protocol.md)"}),
-           true);
-      return;
-    }
+    auto* h = std::get_if<proto::hello>(&req);  // a HELLO: other first lines were refused above
     if (h->version < 1 || h->version > protocol_version) {
       std::string text = fmt::format(
           "this host speaks protocol version {}, the client asked for {}; use matching tfbarrier versions",
