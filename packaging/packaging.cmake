@@ -73,9 +73,8 @@ set(CPACK_STRIP_FILES ON)
 set(CPACK_GENERATOR DEB)
 
 # .deb: the dependencies come from dpkg-shlibdeps. With TFB_STATIC_RUNTIME
-# (the default) libstdc++ and libgcc are linked in, fmt is header-only and
-# libcrypto is linked statically (it is also faster to start), so that is
-# libc6 alone. libmunge is loaded at run time where it is installed, hence
+# (the default) libstdc++ and libgcc are linked in and fmt is header-only (the
+# hash for authentication is src/sha256.cpp), so that is libc6 alone. libmunge is loaded at run time where it is installed, hence
 # only a suggestion.
 set(CPACK_DEBIAN_PACKAGE_NAME tfbarrier)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # tfbarrier_0.1.0_amd64.deb
@@ -86,7 +85,7 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS munge)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 
-# .rpm: rpmbuild finds the library dependencies (glibc, libcrypto) itself.
+# .rpm: rpmbuild finds the library dependencies (glibc) itself.
 set(CPACK_RPM_FILE_NAME RPM-DEFAULT)  # tfbarrier-0.1.0-1.x86_64.rpm
 set(CPACK_RPM_PACKAGE_RELEASE 1)
 set(CPACK_RPM_PACKAGE_LICENSE MIT)

@@ -2,7 +2,7 @@
 // Shared-secret authentication (docs/security.md): mutual HMAC-SHA-256
 // challenge-response over fresh nonces from both sides, then every line in
 // both directions is sealed with a MAC under a per-connection session key and
-// a sequence number. OpenSSL's libcrypto does the cryptography.
+// a sequence number. The hash is src/sha256.cpp's.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -13,6 +13,8 @@ namespace tfb::auth {
 inline constexpr std::size_t nonce_bytes = 16;
 inline constexpr std::size_t mac_hex_chars = 32;  ///< a line MAC: the first 128 bits of HMAC-SHA-256
 
+/// Fills out with bytes from the kernel's CSPRNG (getrandom); aborts if it has none.
+void fill_random(void* out, std::size_t size);
 /// A fresh random nonce, hex-encoded.
 std::string make_nonce();
 /// HMAC-SHA-256(key, msg), hex-encoded (64 chars).

@@ -137,7 +137,9 @@ class engine {
       socket_.close(ignored);
     });
     tcp::resolver resolver(io_);
-    std::mt19937 rng(std::random_device{}());
+    std::uint32_t seed;
+    auth::fill_random(&seed, sizeof seed);
+    std::mt19937 rng(seed);
     auto backoff = 50ms;
     bool first = true;
     std::string last_error = "no attempt";

@@ -12,7 +12,6 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <random>
 
 #include "auth.h"
 #include "client.h"
@@ -38,9 +37,10 @@ std::string short_hostname() {
 
 std::string random_id() {
   static const char alphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  std::random_device rd;
-  std::string id(16, 'x');
-  for (char& c : id) c = alphabet[rd() % (sizeof alphabet - 1)];
+  unsigned char bytes[16];
+  auth::fill_random(bytes, sizeof bytes);
+  std::string id(sizeof bytes, 'x');
+  for (std::size_t i = 0; i < sizeof bytes; ++i) id[i] = alphabet[bytes[i] % (sizeof alphabet - 1)];
   return id;
 }
 

@@ -31,7 +31,7 @@ class Tfbarrier(CMakePackage):
     variant(
         "static_runtime",
         default=True,
-        description="Link libstdc++ and libgcc statically (the binary then needs only glibc and libcrypto, unless libcrypto is static)",
+        description="Link libstdc++ and libgcc statically (the binary then needs only glibc)",
     )
 
     # "c" and "cxx" are the compiler dependencies of Spack 0.22 and later.
@@ -43,7 +43,6 @@ class Tfbarrier(CMakePackage):
     depends_on("cli11@2.1:", type="build")  # header-only
     depends_on("fmt@9:", type="build")  # used header-only
     depends_on("nlohmann-json@3.11:", type="build")  # header-only
-    depends_on("openssl@3:")  # libcrypto: HMAC-SHA-256 for authentication
     depends_on("googletest", type="test")
     # libmunge is loaded at run time where it is installed: no dependency.
 
