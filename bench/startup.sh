@@ -62,3 +62,7 @@ echo "| C no-op (bench/noop.c) | ${med[noop]} ms | ${med[h_noop]:-n/a} ms (${med
 echo "| tfbarrier --version | ${med[version]} ms | ${med[h_version]:-n/a} ms (${med[hmean_version]:-?} ± ${med[hsd_version]:-?}) | loop $(d "${med[version]}" "${med[noop]}"), hyperfine $(d "${med[h_version]:-}" "${med[h_noop]:-}") |"
 echo "| floor (a) client, a round of 1 | ${med[floor1]} ms | ${med[h_floor1]:-n/a} ms (${med[hmean_floor1]:-?} ± ${med[hsd_floor1]:-?}) | - |"
 echo "| tfbarrier wait --n 1, a round of 1 | ${med[wait1]} ms | ${med[h_wait1]:-n/a} ms (${med[hmean_wait1]:-?} ± ${med[hsd_wait1]:-?}) | loop $(d "${med[wait1]}" "${med[floor1]}"), hyperfine $(d "${med[h_wait1]:-}" "${med[h_floor1]:-}") over floor (a) |"
+echo
+# What a CPU probe at start-up would cost here (a VM exit per CPUID on a virtual
+# machine; tests/bats/startup.bats keeps tfbarrier's own code free of them).
+echo "$("$BIN/tfb_cpuid_cost")"

@@ -184,6 +184,18 @@ constexpr number_rule n_rule{"--n", "TFBARRIER_N", 1, max_tasks, "a number of ta
 constexpr number_rule rank_rule{"--rank", "TFBARRIER_RANK", 0, max_rank, "a rank",
                                 "a rank runs from 0 to 999999"};
 
+}  // namespace
+
+std::string check_count_flag(count_kind kind, std::string_view text) {
+  const number_rule& rule = kind == count_kind::n ? n_rule : rank_rule;
+  auto v = parse_decimal(text);
+  if (!v) return fmt::format("'{}' is not {}: {}", text, rule.noun, rule.range);
+  if (*v < rule.min || *v > rule.max) return fmt::format("{} is out of range: {}", text, rule.range);
+  return {};
+}
+
+namespace {
+
 class resolver {
  public:
   resolver(const flag_inputs& flags, const env_lookup& env, std::string_view hostname, std::string& error)

@@ -51,6 +51,11 @@ struct settings {
 std::optional<settings> resolve_settings(const flag_inputs& flags, const env_lookup& env,
                                          std::string_view hostname, std::string& error);
 
+/// The text of --n or --rank: "" when valid, else why not
+/// ("'abc' is not a rank: a rank runs from 0 to 999999").
+enum class count_kind { n, rank };
+std::string check_count_flag(count_kind kind, std::string_view text);
+
 /// `tfbarrier config` output.
 std::string settings_to_text(const settings& s);
 std::string settings_to_json(const settings& s);

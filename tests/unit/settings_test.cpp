@@ -101,6 +101,25 @@ env_map pmi_rank(std::string rank) { return {{"PMI_SIZE", "3"}, {"PMI_RANK", std
 
 // ---- launcher detection ----
 
+TEST(CountFlag, AcceptsTheRangeOfEach) {
+  EXPECT_EQ(check_count_flag(count_kind::n, "1"), "");
+  EXPECT_EQ(check_count_flag(count_kind::n, "1000000"), "");
+  EXPECT_EQ(check_count_flag(count_kind::rank, "0"), "");
+  EXPECT_EQ(check_count_flag(count_kind::rank, "999999"), "");
+}
+
+TEST(CountFlag, SaysWhatIsNotANumberAndWhatIsOutOfRange) {
+  EXPECT_EQ(check_count_flag(count_kind::rank, "abc"), "'abc' is not a rank: a rank runs from 0 to 999999");
+  EXPECT_EQ(check_count_flag(count_kind::rank, "-1"), "'-1' is not a rank: a rank runs from 0 to 999999");
+  EXPECT_EQ(check_count_flag(count_kind::rank, "1.5"), "'1.5' is not a rank: a rank runs from 0 to 999999");
+  EXPECT_EQ(check_count_flag(count_kind::rank, ""), "'' is not a rank: a rank runs from 0 to 999999");
+  EXPECT_EQ(check_count_flag(count_kind::rank, "1000000"),
+            "1000000 is out of range: a rank runs from 0 to 999999");
+  EXPECT_EQ(check_count_flag(count_kind::n, "0"), "0 is out of range: the number of tasks runs from 1 to 1000000");
+  EXPECT_EQ(check_count_flag(count_kind::n, "six"),
+            "'six' is not a number of tasks: the number of tasks runs from 1 to 1000000");
+}
+
 TEST(Launcher, NoneWhenNothingIsSet) { EXPECT_EQ(ok({}).launcher, "none"); }
 
 TEST(Launcher, SlurmWhenJobIdIsSet) { EXPECT_EQ(ok(slurm_step()).launcher, "slurm"); }
