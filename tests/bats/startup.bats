@@ -14,6 +14,9 @@ setup() {
   setup_common
   command -v gdb >/dev/null || skip "gdb is not installed (scripts/deps test installs it)"
   command -v objdump >/dev/null || skip "objdump is not installed (binutils)"
+  # Where ptrace is forbidden (some containers), gdb cannot run anything.
+  timeout 30 gdb -batch -nx -ex run --args /bin/true 2>&1 | grep -q 'exited normally' ||
+    skip "gdb cannot run a program here (ptrace not allowed?)"
 }
 teardown() { teardown_common; }
 
