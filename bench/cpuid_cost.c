@@ -3,10 +3,11 @@
  * pays for it in every process: OpenSSL's libcrypto (8 CPUIDs in its
  * constructor) and std::random_device (7) did, in every `tfbarrier` start.
  *   tfb_cpuid_cost [COUNT]     # default 10000; prints microseconds per CPUID */
-#include <cpuid.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 
 int main(int argc, char** argv) {
   long n = argc > 1 ? strtol(argv[1], NULL, 10) : 10000;
@@ -23,3 +24,9 @@ int main(int argc, char** argv) {
   printf("CPUID: %.2f us each (%ld of them; %u)\n", ns / (double)n / 1000.0, n, sink & 1u);
   return 0;
 }
+#else
+int main(void) {
+  printf("CPUID: n/a (not an x86 processor)\n");
+  return 0;
+}
+#endif

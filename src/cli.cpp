@@ -62,8 +62,7 @@ CLI::Validator duration_validator() {
 // TFBARRIER_N and TFBARRIER_RANK get. (CLI::Range said "Value abc not in range
 // 0 to 999999" of a word that is not a number at all.)
 CLI::Validator count_validator(count_kind kind) {
-  return CLI::Validator([kind](std::string& s) { return check_count_flag(kind, s); },
-                        kind == count_kind::n ? "in [1 - 1000000]" : "in [0 - 999999]");
+  return CLI::Validator([kind](std::string& s) { return check_count_flag(kind, s); }, count_range_text(kind));
 }
 
 // Durations as typed, converted once parsing succeeded.
@@ -200,9 +199,9 @@ int run_cli(int argc, char** argv) {
         ->envname("TFBARRIER_NAME")
         ->check(name_validator());
     w->add_option("--n", wait.n, "Participants in the round (default: from the launcher)")
-        ->check(count_validator(count_kind::n));
+        ->transform(count_validator(count_kind::n));
     w->add_option("--rank", wait.rank, "This participant's rank, 0 to n-1 (default: from the launcher)")
-        ->check(count_validator(count_kind::rank));
+        ->transform(count_validator(count_kind::rank));
     w->add_flag("--chief", wait.chief, "Arrive as the chief: return when all are present; the others wait for `decide`");
     w->add_option("--timeout", wait_timeout, "Withdraw and exit 124 when not released DUR after arriving (default: no timeout; "
                   "connecting is bounded by --connect-timeout)")
@@ -243,9 +242,9 @@ int run_cli(int argc, char** argv) {
         ->envname("TFBARRIER_TIMEOUT")
         ->check(duration_validator());
     d->add_option("--n", decide.n, "Participants in the round, if the chief arrives with this verdict")
-        ->check(count_validator(count_kind::n));
+        ->transform(count_validator(count_kind::n));
     d->add_option("--rank", decide.rank, "The chief's rank, if it arrives with this verdict")
-        ->check(count_validator(count_kind::rank));
+        ->transform(count_validator(count_kind::rank));
     add_common(d, decide.common, decide_text);
     d->footer(
         "\nExamples:\n"
@@ -291,8 +290,8 @@ int run_cli(int argc, char** argv) {
   CLI::App* cf = nullptr;
   if (want("config")) {
     cf = app.add_subcommand("config", "Print every resolved setting and where it came from");
-    cf->add_option("--n", config.n, "As for wait")->check(count_validator(count_kind::n));
-    cf->add_option("--rank", config.rank, "As for wait")->check(count_validator(count_kind::rank));
+    cf->add_option("--n", config.n, "As for wait")->transform(count_validator(count_kind::n));
+    cf->add_option("--rank", config.rank, "As for wait")->transform(count_validator(count_kind::rank));
     cf->add_flag("--json", config.json, "JSON for scripts");
     add_common(cf, config.common, config_text);
     cf->footer("\nExample:\n  srun -n 2 tfbarrier config\n" + exit_code_help());

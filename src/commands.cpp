@@ -37,10 +37,14 @@ std::string short_hostname() {
 
 std::string random_id() {
   static const char alphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  unsigned char bytes[16];
-  auth::fill_random(bytes, sizeof bytes);
-  std::string id(sizeof bytes, 'x');
-  for (std::size_t i = 0; i < sizeof bytes; ++i) id[i] = alphabet[bytes[i] % (sizeof alphabet - 1)];
+  constexpr unsigned letters = sizeof alphabet - 1;  // 62
+  std::string id;
+  unsigned char bytes[32];
+  while (id.size() < 16) {
+    auth::fill_random(bytes, sizeof bytes);
+    for (unsigned char b : bytes)  // 248 = 4 x 62: below it, every letter is as likely
+      if (b < 248 && id.size() < 16) id += alphabet[b % letters];
+  }
   return id;
 }
 

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "hostlist.h"
+#include "protocol.h"
 
 namespace tfb {
 namespace {
@@ -186,12 +187,20 @@ constexpr number_rule rank_rule{"--rank", "TFBARRIER_RANK", 0, max_rank, "a rank
 
 }  // namespace
 
-std::string check_count_flag(count_kind kind, std::string_view text) {
+static_assert(max_tasks == proto::max_n, "--n and TFBARRIER_N allow what the protocol allows");
+
+std::string check_count_flag(count_kind kind, std::string& text) {
   const number_rule& rule = kind == count_kind::n ? n_rule : rank_rule;
   auto v = parse_decimal(text);
-  if (!v) return fmt::format("'{}' is not {}: {}", text, rule.noun, rule.range);
-  if (*v < rule.min || *v > rule.max) return fmt::format("{} is out of range: {}", text, rule.range);
+  if (!v) return fmt::format("{} is not {}: {}", quote_text(text), rule.noun, rule.range);
+  if (*v < rule.min || *v > rule.max) return fmt::format("{} is out of range: {}", quote_text(text), rule.range);
+  text = std::to_string(*v);
   return {};
+}
+
+std::string count_range_text(count_kind kind) {
+  const number_rule& rule = kind == count_kind::n ? n_rule : rank_rule;
+  return fmt::format("in [{} - {}]", rule.min, rule.max);
 }
 
 namespace {

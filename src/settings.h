@@ -51,10 +51,14 @@ struct settings {
 std::optional<settings> resolve_settings(const flag_inputs& flags, const env_lookup& env,
                                          std::string_view hostname, std::string& error);
 
-/// The text of --n or --rank: "" when valid, else why not
-/// ("'abc' is not a rank: a rank runs from 0 to 999999").
+/// Checks the text of --n or --rank: "" when valid, else why not
+/// ("\"abc\" is not a rank: a rank runs from 0 to 999999"). Decimal only: a
+/// valid text is rewritten without leading zeros, so that "010" is 10 (CLI11
+/// would read it as octal).
 enum class count_kind { n, rank };
-std::string check_count_flag(count_kind kind, std::string_view text);
+std::string check_count_flag(count_kind kind, std::string& text);
+/// "in [1 - 1000000]", for --help.
+std::string count_range_text(count_kind kind);
 
 /// `tfbarrier config` output.
 std::string settings_to_text(const settings& s);

@@ -58,6 +58,7 @@ void sha256::block(const unsigned char* p) {
 }
 
 void sha256::update(const void* data, std::size_t n) {
+  if (n == 0) return;
   auto p = static_cast<const unsigned char*>(data);
   total_ += n;
   if (used_ > 0) {
@@ -113,9 +114,15 @@ digest hmac_sha256(std::string_view key, std::string_view msg) {
   inner.update(ipad, sizeof ipad);
   inner.update(msg);
   digest in = inner.finish();
+  explicit_bzero(static_cast<void*>(&inner), sizeof inner);
   sha256 outer;
   outer.update(opad, sizeof opad);
   outer.update(in.data(), in.size());
+  // No key material left on the stack.
+  explicit_bzero(k0, sizeof k0);
+  explicit_bzero(ipad, sizeof ipad);
+  explicit_bzero(opad, sizeof opad);
+  explicit_bzero(in.data(), in.size());
   return outer.finish();
 }
 

@@ -290,6 +290,16 @@ slurm_step=(SLURM_JOB_ID=4242 SLURM_STEP_NUM_TASKS=6 SLURM_PROCID=3 SLURM_STEP_N
   [[ $stderr == *'(from SLURM_PROCID)'*'(from TFBARRIER_N)'* ]]
 }
 
+@test "--rank and --n are decimal, leading zeros and all (010 is 10, not octal 8)" {
+  cfg -- --n 020 --rank 010
+  assert_success
+  assert_json rank 10
+  assert_json n 20
+  cfg -- --n 20 --rank 08
+  assert_success
+  assert_json rank 8
+}
+
 @test "bad flags exit 2 and name the flag" {
   cfg -- --n 0
   assert_equal "$status" 2

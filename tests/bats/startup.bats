@@ -14,40 +14,64 @@ setup() {
   setup_common
   command -v gdb >/dev/null || skip "gdb is not installed (scripts/deps test installs it)"
   command -v objdump >/dev/null || skip "objdump is not installed (binutils)"
+  # The breakpoints are link-time addresses: a PIE (-DTFB_PIE=ON) would need its load base.
+  [[ $(readelf -h "$TFB") == *"EXEC (Executable file)"* ]] || skip "$TFB is position-independent (TFB_PIE=ON)"
   # Where ptrace is forbidden (some containers), gdb cannot run anything.
   timeout 30 gdb -batch -nx -ex run --args /bin/true 2>&1 | grep -q 'exited normally' ||
     skip "gdb cannot run a program here (ptrace not allowed?)"
 }
 teardown() { teardown_common; }
 
-# cpuid_functions: "ADDRESS NAME" of each function of $TFB that holds a CPUID.
-cpuid_functions() {
-  objdump -d --no-show-raw-insn "$TFB" | awk '
-    /^[0-9a-f]+ <.*>:$/ { addr = $1; name = $2; next }
-    /\tcpuid/ && !(addr in seen) { seen[addr] = 1; print "0x" addr, name }'
+# cpuid_breakpoints PROGRAM: "-ex 'break *ADDRESS'" for each function of a
+# position-dependent PROGRAM that holds a CPUID, one per line. Fails if objdump
+# fails or finds no main (a stripped binary would make every check pass).
+cpuid_breakpoints() {
+  local dis
+  dis=$(objdump -d --no-show-raw-insn "$1") || { echo "objdump failed on $1" >&2; return 1; }
+  grep -q '^[0-9a-f]* <main>:$' <<<"$dis" || { echo "no main in $1: stripped?" >&2; return 1; }
+  awk '/^[0-9a-f]+ <.*>:$/ { addr = $1; next }
+       /\tcpuid/ && !(addr in seen) { seen[addr] = 1; print "break *0x" addr }' <<<"$dis"
 }
 
-# no_cpuid_in CMD...: runs `$TFB CMD...` under gdb with a breakpoint on each
-# such function; fails naming the function if one is entered, or if the
-# command did not run to its end.
+# gdb_run PROGRAM ARGS...: runs PROGRAM under gdb with those breakpoints. Sets
+# GDB_OUT (gdb's output) and GDB_BREAKS (how many breakpoints).
+gdb_run() {
+  local gdb_args=(-batch -nx -iex "set debuginfod enabled off" -ex "set pagination off"
+                  -ex "set startup-with-shell off")
+  local line bps
+  bps=$(cpuid_breakpoints "$1") || return 1
+  GDB_BREAKS=0
+  while IFS= read -r line; do
+    [ -n "$line" ] || continue
+    gdb_args+=(-ex "$line")
+    GDB_BREAKS=$((GDB_BREAKS + 1))
+  done <<<"$bps"
+  GDB_OUT=$(timeout 60 gdb "${gdb_args[@]}" -ex run --args "$@" 2>&1 3>&-) || true
+}
+
+# no_cpuid_in CMD...: `$TFB CMD...` enters no function that holds a CPUID and
+# exits 0 (so the code under test did run).
 no_cpuid_in() {
-  local gdb_args=(-batch -nx -ex "set pagination off" -ex "set startup-with-shell off")
-  local addr name n=0
-  while read -r addr name; do
-    gdb_args+=(-ex "break *$addr")
-    n=$((n + 1))
-  done < <(cpuid_functions)
-  echo "# $n function(s) of the binary hold a CPUID" >&3
-  run timeout 60 gdb "${gdb_args[@]}" -ex run --args "$TFB" "$@"
-  if grep -E '^(Breakpoint|Thread .* hit Breakpoint) [0-9]+, ' <<<"$output"; then
+  gdb_run "$TFB" "$@" || return 1
+  echo "# $GDB_BREAKS function(s) of the binary hold a CPUID" >&3
+  if grep -E '^Breakpoint [0-9]+, ' <<<"$GDB_OUT"; then
     echo "tfbarrier $* ran a CPUID (above: the function)" >&2
     return 1
   fi
-  if ! grep -qE '\[Inferior 1 \(process [0-9]+\) exited (normally|with code [0-9]+)\]' <<<"$output"; then
-    echo "tfbarrier $* did not run to its end under gdb:" >&2
-    echo "$output" >&2
+  if ! grep -qF '[Inferior 1 (process ' <<<"$GDB_OUT" || ! grep -q 'exited normally\]' <<<"$GDB_OUT"; then
+    echo "tfbarrier $* did not run to a successful end under gdb:" >&2
+    echo "$GDB_OUT" >&2
     return 1
   fi
+}
+
+@test "the check sees a CPUID where there is one (bench/cpuid_cost.c)" {
+  local probe
+  probe=$(dirname "$TFB")/bench/tfb_cpuid_cost
+  [ -x "$probe" ] || skip "no $probe (built with TFB_BENCH=ON on x86)"
+  gdb_run "$probe" 10
+  [ "$GDB_BREAKS" -ge 1 ]
+  grep -E '^Breakpoint [0-9]+, (0x[0-9a-f]+ in )?main ' <<<"$GDB_OUT" || { echo "$GDB_OUT" >&2; return 1; }
 }
 
 @test "tfbarrier --version runs no CPUID of its own" {

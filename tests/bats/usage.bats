@@ -65,11 +65,11 @@ host_untouched() {
 
 @test "n = 0 and n = 1000001 are usage errors, and n = 1000000 is accepted" {
   usage_error wait --name x --n 0
-  [[ $stderr == *"--n: 0 is out of range: the number of tasks runs from 1 to 1000000"* ]]
+  [[ $stderr == *'--n: "0" is out of range: the number of tasks runs from 1 to 1000000'* ]]
   usage_error wait --name x --n 1000001
-  [[ $stderr == *"--n: 1000001 is out of range"* ]]
+  [[ $stderr == *'--n: "1000001" is out of range'* ]]
   usage_error wait --name x --n six
-  [[ $stderr == *"--n: 'six' is not a number of tasks: the number of tasks runs from 1 to 1000000"* ]]
+  [[ $stderr == *'--n: "six" is not a number of tasks: the number of tasks runs from 1 to 1000000'* ]]
   usage_error decide stop --name x --n 0 --rank 0
   host_untouched
   # The largest n is a real round (it times out, as nobody else comes).
@@ -80,7 +80,7 @@ host_untouched() {
   local bad
   for bad in abc 1.5 -1 ''; do
     usage_error wait --name x --n 2 --rank "$bad"
-    [[ $stderr == *"--rank: '$bad' is not a rank: a rank runs from 0 to 999999"* ]]
+    [[ $stderr == *"--rank: \"$bad\" is not a rank: a rank runs from 0 to 999999"* ]]
   done
   usage_error decide stop --name x --n 2 --rank abc
   host_untouched

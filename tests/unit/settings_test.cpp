@@ -101,23 +101,44 @@ env_map pmi_rank(std::string rank) { return {{"PMI_SIZE", "3"}, {"PMI_RANK", std
 
 // ---- launcher detection ----
 
+std::string count_error(count_kind kind, std::string text) { return check_count_flag(kind, text); }
+
 TEST(CountFlag, AcceptsTheRangeOfEach) {
-  EXPECT_EQ(check_count_flag(count_kind::n, "1"), "");
-  EXPECT_EQ(check_count_flag(count_kind::n, "1000000"), "");
-  EXPECT_EQ(check_count_flag(count_kind::rank, "0"), "");
-  EXPECT_EQ(check_count_flag(count_kind::rank, "999999"), "");
+  EXPECT_EQ(count_error(count_kind::n, "1"), "");
+  EXPECT_EQ(count_error(count_kind::n, "1000000"), "");
+  EXPECT_EQ(count_error(count_kind::rank, "0"), "");
+  EXPECT_EQ(count_error(count_kind::rank, "999999"), "");
+}
+
+TEST(CountFlag, ReadsDecimalWithLeadingZeros) {
+  // CLI11 would read "010" as octal 8: the text is rewritten before it converts.
+  std::string text = "010";
+  EXPECT_EQ(check_count_flag(count_kind::rank, text), "");
+  EXPECT_EQ(text, "10");
+  text = "08";
+  EXPECT_EQ(check_count_flag(count_kind::n, text), "");
+  EXPECT_EQ(text, "8");
+  text = "000";
+  EXPECT_EQ(check_count_flag(count_kind::rank, text), "");
+  EXPECT_EQ(text, "0");
 }
 
 TEST(CountFlag, SaysWhatIsNotANumberAndWhatIsOutOfRange) {
-  EXPECT_EQ(check_count_flag(count_kind::rank, "abc"), "'abc' is not a rank: a rank runs from 0 to 999999");
-  EXPECT_EQ(check_count_flag(count_kind::rank, "-1"), "'-1' is not a rank: a rank runs from 0 to 999999");
-  EXPECT_EQ(check_count_flag(count_kind::rank, "1.5"), "'1.5' is not a rank: a rank runs from 0 to 999999");
-  EXPECT_EQ(check_count_flag(count_kind::rank, ""), "'' is not a rank: a rank runs from 0 to 999999");
-  EXPECT_EQ(check_count_flag(count_kind::rank, "1000000"),
-            "1000000 is out of range: a rank runs from 0 to 999999");
-  EXPECT_EQ(check_count_flag(count_kind::n, "0"), "0 is out of range: the number of tasks runs from 1 to 1000000");
-  EXPECT_EQ(check_count_flag(count_kind::n, "six"),
-            "'six' is not a number of tasks: the number of tasks runs from 1 to 1000000");
+  EXPECT_EQ(count_error(count_kind::rank, "abc"), "\"abc\" is not a rank: a rank runs from 0 to 999999");
+  EXPECT_EQ(count_error(count_kind::rank, "-1"), "\"-1\" is not a rank: a rank runs from 0 to 999999");
+  EXPECT_EQ(count_error(count_kind::rank, "1.5"), "\"1.5\" is not a rank: a rank runs from 0 to 999999");
+  EXPECT_EQ(count_error(count_kind::rank, ""), "\"\" is not a rank: a rank runs from 0 to 999999");
+  EXPECT_EQ(count_error(count_kind::rank, "1000000"), "\"1000000\" is out of range: a rank runs from 0 to 999999");
+  EXPECT_EQ(count_error(count_kind::n, "0"), "\"0\" is out of range: the number of tasks runs from 1 to 1000000");
+  EXPECT_EQ(count_error(count_kind::n, "six"),
+            "\"six\" is not a number of tasks: the number of tasks runs from 1 to 1000000");
+  EXPECT_EQ(count_range_text(count_kind::n), "in [1 - 1000000]");
+  EXPECT_EQ(count_range_text(count_kind::rank), "in [0 - 999999]");
+}
+
+TEST(CountFlag, EscapesControlCharacters) {
+  std::string e = count_error(count_kind::rank, "a\x1b[7mb");
+  EXPECT_EQ(e.find('\x1b'), std::string::npos) << e;
 }
 
 TEST(Launcher, NoneWhenNothingIsSet) { EXPECT_EQ(ok({}).launcher, "none"); }

@@ -76,6 +76,9 @@ TEST(HmacSha256, Rfc4231TestCases) {
     EXPECT_EQ(hex(tfb::crypto::hmac_sha256(c.key, c.data)), c.mac) << c.data;
     EXPECT_EQ(tfb::auth::hmac_hex(c.key, c.data), c.mac);
   }
+  // Test case 5: truncated to 128 bits, as the line MACs are (auth::mac_hex_chars).
+  EXPECT_EQ(hex(tfb::crypto::hmac_sha256(std::string(20, '\x0c'), "Test With Truncation")).substr(0, tfb::auth::mac_hex_chars),
+            "a3b6167473100ee06e0c796c2955552b");
 }
 
 TEST(HmacSha256, MatchesPythonAcrossBlockBoundaries) {
