@@ -65,4 +65,4 @@ echo "| tfbarrier wait --n 1, a round of 1 | ${med[wait1]} ms | ${med[h_wait1]:-
 echo
 # What a CPU probe at start-up would cost here (a VM exit per CPUID on a virtual
 # machine; tests/bats/startup.bats keeps tfbarrier's own code free of them).
-echo "$("$BIN/tfb_cpuid_cost")"
+"$BIN/tfb_cpuid_cost"

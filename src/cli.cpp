@@ -64,6 +64,12 @@ CLI::Validator duration_validator() {
 CLI::Validator count_validator(count_kind kind) {
   return CLI::Validator([kind](std::string& s) { return check_count_flag(kind, s); }, count_range_text(kind));
 }
+// A transform, not a check: it rewrites "010" as "10" before CLI11 converts it.
+void add_counts(CLI::App* sub, std::optional<std::uint32_t>& n, std::optional<std::uint32_t>& rank,
+                const std::string& n_help, const std::string& rank_help) {
+  sub->add_option("--n", n, n_help)->transform(count_validator(count_kind::n));
+  sub->add_option("--rank", rank, rank_help)->transform(count_validator(count_kind::rank));
+}
 
 // Durations as typed, converted once parsing succeeded.
 struct common_text {
@@ -198,10 +204,8 @@ int run_cli(int argc, char** argv) {
         ->required()
         ->envname("TFBARRIER_NAME")
         ->check(name_validator());
-    w->add_option("--n", wait.n, "Participants in the round (default: from the launcher)")
-        ->transform(count_validator(count_kind::n));
-    w->add_option("--rank", wait.rank, "This participant's rank, 0 to n-1 (default: from the launcher)")
-        ->transform(count_validator(count_kind::rank));
+    add_counts(w, wait.n, wait.rank, "Participants in the round (default: from the launcher)",
+               "This participant's rank, 0 to n-1 (default: from the launcher)");
     w->add_flag("--chief", wait.chief, "Arrive as the chief: return when all are present; the others wait for `decide`");
     w->add_option("--timeout", wait_timeout, "Withdraw and exit 124 when not released DUR after arriving (default: no timeout; "
                   "connecting is bounded by --connect-timeout)")
@@ -241,10 +245,8 @@ int run_cli(int argc, char** argv) {
                   "stands (default: no timeout)")
         ->envname("TFBARRIER_TIMEOUT")
         ->check(duration_validator());
-    d->add_option("--n", decide.n, "Participants in the round, if the chief arrives with this verdict")
-        ->transform(count_validator(count_kind::n));
-    d->add_option("--rank", decide.rank, "The chief's rank, if it arrives with this verdict")
-        ->transform(count_validator(count_kind::rank));
+    add_counts(d, decide.n, decide.rank, "Participants in the round, if the chief arrives with this verdict",
+               "The chief's rank, if it arrives with this verdict");
     add_common(d, decide.common, decide_text);
     d->footer(
         "\nExamples:\n"
@@ -290,8 +292,7 @@ int run_cli(int argc, char** argv) {
   CLI::App* cf = nullptr;
   if (want("config")) {
     cf = app.add_subcommand("config", "Print every resolved setting and where it came from");
-    cf->add_option("--n", config.n, "As for wait")->transform(count_validator(count_kind::n));
-    cf->add_option("--rank", config.rank, "As for wait")->transform(count_validator(count_kind::rank));
+    add_counts(cf, config.n, config.rank, "As for wait", "As for wait");
     cf->add_flag("--json", config.json, "JSON for scripts");
     add_common(cf, config.common, config_text);
     cf->footer("\nExample:\n  srun -n 2 tfbarrier config\n" + exit_code_help());

@@ -15,7 +15,7 @@
 namespace tfb {
 namespace {
 
-constexpr std::uint32_t max_tasks = 1'000'000;
+constexpr std::uint32_t max_tasks = proto::max_n;
 constexpr std::uint32_t max_rank = max_tasks - 1;
 constexpr std::size_t max_scope = 128;
 constexpr std::size_t max_hostname = 253;
@@ -185,12 +185,12 @@ constexpr number_rule n_rule{"--n", "TFBARRIER_N", 1, max_tasks, "a number of ta
 constexpr number_rule rank_rule{"--rank", "TFBARRIER_RANK", 0, max_rank, "a rank",
                                 "a rank runs from 0 to 999999"};
 
+const number_rule& rule_of(count_kind kind) { return kind == count_kind::n ? n_rule : rank_rule; }
+
 }  // namespace
 
-static_assert(max_tasks == proto::max_n, "--n and TFBARRIER_N allow what the protocol allows");
-
 std::string check_count_flag(count_kind kind, std::string& text) {
-  const number_rule& rule = kind == count_kind::n ? n_rule : rank_rule;
+  const number_rule& rule = rule_of(kind);
   auto v = parse_decimal(text);
   if (!v) return fmt::format("{} is not {}: {}", quote_text(text), rule.noun, rule.range);
   if (*v < rule.min || *v > rule.max) return fmt::format("{} is out of range: {}", quote_text(text), rule.range);
@@ -199,7 +199,7 @@ std::string check_count_flag(count_kind kind, std::string& text) {
 }
 
 std::string count_range_text(count_kind kind) {
-  const number_rule& rule = kind == count_kind::n ? n_rule : rank_rule;
+  const number_rule& rule = rule_of(kind);
   return fmt::format("in [{} - {}]", rule.min, rule.max);
 }
 

@@ -22,8 +22,8 @@ setup() {
 }
 teardown() { teardown_common; }
 
-# cpuid_breakpoints PROGRAM: "-ex 'break *ADDRESS'" for each function of a
-# position-dependent PROGRAM that holds a CPUID, one per line. Fails if objdump
+# cpuid_breakpoints PROGRAM: a gdb command "break *0xADDRESS" for each function
+# of a position-dependent PROGRAM that holds a CPUID, one per line. Fails if objdump
 # fails or finds no main (a stripped binary would make every check pass).
 cpuid_breakpoints() {
   local dis
@@ -58,7 +58,7 @@ no_cpuid_in() {
     echo "tfbarrier $* ran a CPUID (above: the function)" >&2
     return 1
   fi
-  if ! grep -qF '[Inferior 1 (process ' <<<"$GDB_OUT" || ! grep -q 'exited normally\]' <<<"$GDB_OUT"; then
+  if ! grep -qE '^\[Inferior 1 \(process [0-9]+\) exited normally\]' <<<"$GDB_OUT"; then
     echo "tfbarrier $* did not run to a successful end under gdb:" >&2
     echo "$GDB_OUT" >&2
     return 1
