@@ -11,6 +11,7 @@
 #include "exit_codes.h"
 #include "protocol.h"
 #include "settings.h"
+#include "text.h"
 #include "version.h"
 
 namespace tfb {
@@ -33,7 +34,7 @@ CLI::Validator name_validator() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
         if (proto::valid_name(s)) return {};
-        return fmt::format("'{}' is not a barrier name: use 1-128 of A-Z a-z 0-9 . _ : -", s);
+        return fmt::format("{} is not a barrier name: use 1-128 of A-Z a-z 0-9 . _ : -", quote_text(s));
       },
       "NAME");
 }
@@ -42,7 +43,7 @@ CLI::Validator scope_validator() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
         if (proto::valid_name(s)) return {};
-        return fmt::format("'{}' is not a scope: use 1-128 of A-Z a-z 0-9 . _ : -", s);
+        return fmt::format("{} is not a scope: use 1-128 of A-Z a-z 0-9 . _ : -", quote_text(s));
       },
       "SCOPE");
 }
@@ -51,9 +52,9 @@ CLI::Validator duration_validator() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
         if (parse_duration(s)) return {};
-        return fmt::format("'{}' is not a duration: use a number with a unit, like 500ms, 90s, 10m, 1h, 1d "
+        return fmt::format("{} is not a duration: use a number with a unit, like 500ms, 90s, 10m, 1h, 1d "
                            "(a bare number is seconds)",
-                           s);
+                           quote_text(s));
       },
       "DUR");
 }

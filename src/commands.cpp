@@ -19,6 +19,7 @@
 #include "host.h"
 #include "munge_auth.h"
 #include "settings.h"
+#include "text.h"
 #include "version.h"
 
 namespace tfb {
@@ -199,7 +200,7 @@ class progress_printer {
 
 }  // namespace
 
-void print_error(const std::string& text) { fmt::print(stderr, "tfbarrier: error: {}\n", text); }
+void print_error(const std::string& text) { fmt::print(stderr, "tfbarrier: error: {}\n", printable(text)); }
 
 int run_wait(const wait_cmd_options& o) {
   auto s = resolve(o.common, o.n, o.rank);

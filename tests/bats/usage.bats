@@ -51,8 +51,27 @@ host_untouched() {
 
 @test "a name with a space is a usage error" {
   usage_error wait --name 'a b' --n 1
-  [[ $stderr == *"'a b' is not a barrier name"* ]]
+  [[ $stderr == *'--name: "a b" is not a barrier name'* ]]
   usage_error decide stop --name 'a b'
+  host_untouched
+}
+
+# An escape sequence in what was typed must not reach the terminal: every
+# error shows control bytes as \xNN, quoted values and CLI11's own words alike.
+@test "control characters in a bad value or option are shown escaped, never raw" {
+  local esc=$'\e[2J' bad
+  usage_error wait --n 2 "--name=a${esc}"
+  [[ $stderr == *'"a\x1b[2J" is not a barrier name'* ]]
+  for bad in "--timeout=1${esc}" "--scope=s${esc}" "--bogus${esc}" "stray${esc}"; do
+    usage_error wait --name x --n 2 "$bad"
+    [[ $stderr == *'\x1b[2J'* ]]
+    [[ $stderr != *$'\e'* ]]
+  done
+  usage_error decide "stop${esc}"
+  [[ $stderr == *'\x1b[2J'* ]]
+  [[ $stderr != *$'\e'* ]]
+  TFBARRIER_NAME=$'bad\x01' usage_error wait --n 2
+  [[ $stderr == *'--name: "bad\x01" is not a barrier name'* ]]
   host_untouched
 }
 
@@ -91,7 +110,7 @@ host_untouched() {
   for bad in 5x -1s; do
     for opt in --timeout --connect-timeout --progress --keepalive; do
       usage_error wait --name x --n 2 "$opt" "$bad"
-      [[ $stderr == *"$opt: '$bad' is not a duration"* ]]
+      [[ $stderr == *"$opt: \"$bad\" is not a duration"* ]]
     done
     usage_error serve --listen 127.0.0.1:0 --idle-exit "$bad"
     usage_error serve --listen 127.0.0.1:0 --forget-after "$bad"
