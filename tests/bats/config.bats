@@ -312,5 +312,5 @@ slurm_step=(SLURM_JOB_ID=4242 SLURM_STEP_NUM_TASKS=6 SLURM_PROCID=3 SLURM_STEP_N
   [[ $stderr == *'--addr "nohost"'* ]]
   cfg -- --scope 'a b'
   assert_equal "$status" 2
-  [[ $stderr == *--scope*"'a b'"* ]]
+  [[ $stderr == *'--scope: "a b"'* ]]
 }
