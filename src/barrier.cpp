@@ -25,6 +25,21 @@ journal_entry barrier_set::entry(journal_entry::kind what, const barrier& b, std
   return j;
 }
 
+journal_entry barrier_set::gathered_entry(const barrier& b, const round& r) {
+  journal_entry j = entry(journal_entry::kind::gathered, b, r.gen, verdict::none, {});
+  j.n = r.n;
+  chief_arrival(j, r.members.at(*r.chief));
+  std::vector<std::pair<std::string, std::optional<std::uint32_t>>> present;
+  present.reserve(r.members.size());
+  for (const auto& [c, m] : r.members) present.emplace_back(m.id, m.rank);
+  std::sort(present.begin(), present.end());
+  for (auto& [id, rank] : present) {
+    j.ids.push_back(std::move(id));
+    j.ranks.push_back(rank);
+  }
+  return j;
+}
+
 void barrier_set::chief_arrival(journal_entry& j, const member& m) {
   j.chief_arrival = true;
   j.id = m.id;
@@ -76,7 +91,8 @@ void barrier_set::move_member(round& r, conn_id from, conn_id to, const key* k) 
 
 // A participant that comes back with the same id (after a lost connection, or
 // a host restart) is the same participant: it is never counted twice.
-bool barrier_set::rejoin(barrier& b, conn_id c, const std::string& id, bool is_decide, output& out) {
+bool barrier_set::rejoin(barrier& b, conn_id c, const std::string& id, bool is_decide, const peer_info& p,
+                         output& out) {
   for (const finished& f : b.recent) {
     if (!std::binary_search(f.ids.begin(), f.ids.end(), id)) continue;
     // Released while it was away: it gets that round's outcome, not a new round.
@@ -99,6 +115,10 @@ bool barrier_set::rejoin(barrier& b, conn_id c, const std::string& id, bool is_d
       return false;
     }
     member& m = r.members.at(it->second);
+    if (m.host.empty()) {  // restored from the journal's record of a gathered round, which keeps ids and ranks only
+      m.host = p.host;
+      m.pid = p.pid;
+    }
     out.log.push_back(fmt::format("rejoin {}: {} came back", label(b, r.gen), describe(m)));
     if (r.gathered && m.chief && !m.durable) {
       out.sends.push_back({c, proto::all_here{b.name, r.gen, *r.n, *r.n}});
@@ -176,7 +196,7 @@ void barrier_set::arrive(conn_id c, const proto::arrive& a, const peer_info& p, 
     out.sends.push_back({c, proto::aborted{b.name, b.aborted_gen, std::nullopt, b.abort_reason}});
     return;
   }
-  if (rejoin(b, c, a.id, false, out)) return;
+  if (rejoin(b, c, a.id, false, p, out)) return;
   if (!check_join(b, c, a.n, a.rank, a.chief, p, out)) return;
   if (!r.n) {
     r.n = a.n;
@@ -209,6 +229,9 @@ void barrier_set::complete(barrier& b, millis now, output& out) {
     out.sends.push_back({*r.chief, proto::all_here{b.name, r.gen, *r.n, *r.n}});
     where_.erase(*r.chief);  // the chief's wait ends here; its arrival stands
     chief.connected = false;
+    // Journaled before ALLHERE goes out: after a crash the round is still complete,
+    // and the chief's `decide` (with or without --n) finds it waiting for its verdict.
+    out.journal.push_back(gathered_entry(b, r));
     b.gathered.emplace(r.gen, std::move(r));
   } else {
     if (r.v == verdict::none) r.v = verdict::continue_;
@@ -315,7 +338,7 @@ void barrier_set::decide(conn_id c, const proto::decide& d, const peer_info& p, 
           fmt::format("barrier {} was aborted{}{}", b.name, b.abort_reason.empty() ? "" : ": ", b.abort_reason));
     return;
   }
-  if (rejoin(b, c, d.id, true, out)) return;
+  if (rejoin(b, c, d.id, true, p, out)) return;
   // A gathered round (chief told ALLHERE) takes the verdict and releases.
   for (auto it = b.gathered.begin(); it != b.gathered.end(); ++it) {
     round& r = it->second;
@@ -544,7 +567,7 @@ void barrier_set::restore(const journal_entry& e, millis now) {
       std::sort(f.ids.begin(), f.ids.end());
       b.recent.push_front(std::move(f));
       if (b.recent.size() > max_recent_rounds) b.recent.pop_back();
-      std::erase_if(b.gathered, [&](const auto& g) { return g.first <= e.gen; });
+      b.gathered.erase(e.gen);  // an older round may still wait for its verdict
       if (b.open.gen <= e.gen) {
         b.open = round{};
         b.open.gen = e.gen + 1;
@@ -581,6 +604,42 @@ void barrier_set::restore(const journal_entry& e, millis now) {
       }
       break;
     }
+    case journal_entry::kind::gathered: {
+      // A later round may have released while this one waited for its verdict, so only
+      // a release of this very round (or this entry twice) makes the entry stale.
+      bool released = std::any_of(b.recent.begin(), b.recent.end(), [&](const finished& f) { return f.gen == e.gen; });
+      if (released || b.gathered.count(e.gen)) break;
+      round r;
+      r.gen = e.gen;
+      r.n = e.n;
+      r.n_by = "the round's members (restored from the journal)";
+      r.gathered = true;
+      r.opened = now;
+      for (std::size_t i = 0; i < e.ids.size(); ++i) {
+        member m;
+        m.id = e.ids[i];
+        m.rank = i < e.ranks.size() ? e.ranks[i] : std::nullopt;
+        m.connected = false;
+        m.since = now;
+        if (m.id == e.id) {
+          m.chief = true;
+          m.host = e.host;
+          m.pid = e.pid;
+        }
+        conn_id c = restored_conn_base + next_restored_++;
+        if (m.chief) r.chief = c;
+        if (m.rank) r.by_rank.emplace(*m.rank, c);
+        r.by_id[m.id] = c;
+        r.members.emplace(c, std::move(m));
+      }
+      b.gathered.emplace(e.gen, std::move(r));
+      if (b.open.gen <= e.gen) {
+        b.open = round{};
+        b.open.gen = e.gen + 1;
+        b.open.opened = now;
+      }
+      break;
+    }
     case journal_entry::kind::abort:
       b.aborted = true;
       b.aborted_gen = e.gen;
@@ -603,6 +662,8 @@ std::vector<journal_entry> barrier_set::snapshot() const {
       out.push_back(entry(journal_entry::kind::abort, b, b.aborted_gen, verdict::none, b.abort_reason));
       continue;
     }
+    for (const auto& [g, gr] : b.gathered)
+      if (gr.v == verdict::none && gr.chief) out.push_back(gathered_entry(b, gr));
     const round& r = b.open;
     if (r.v == verdict::none) continue;
     journal_entry j = entry(journal_entry::kind::verdict, b, r.gen, r.v, r.message);

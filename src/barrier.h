@@ -32,7 +32,7 @@ struct effect {
 /// A fact the host must write (and flush) to its journal before it sends
 /// the replies of the same step, so that an acknowledged verdict survives a crash.
 struct journal_entry {
-  enum class kind { verdict, release, abort } what = kind::verdict;
+  enum class kind { verdict, release, abort, gathered } what = kind::verdict;
   std::string scope, name;
   std::uint64_t gen = 0;
   proto::verdict v = proto::verdict::none;
@@ -42,7 +42,10 @@ struct journal_entry {
   std::string id, host;
   std::uint32_t pid = 0;
   std::optional<std::uint32_t> n, rank;
-  std::vector<std::string> ids;  ///< kind::release: who was released
+  /// kind::release: who was released. kind::gathered: who is present, with
+  /// their ranks in `ranks` (same order); the chief's arrival is in id, host, pid, rank.
+  std::vector<std::string> ids;
+  std::vector<std::optional<std::uint32_t>> ranks;
 };
 
 /// What one step of the state machine produced.
@@ -150,7 +153,7 @@ class barrier_set {
   void deliver_verdict(barrier& b, round& r, proto::verdict v, const std::string& message,
                        const std::string& by, const std::string& decider_id, conn_id decider, bool wait, millis now,
                        output& out);
-  bool rejoin(barrier& b, conn_id c, const std::string& id, bool is_decide, output& out);
+  bool rejoin(barrier& b, conn_id c, const std::string& id, bool is_decide, const peer_info& p, output& out);
   void move_member(round& r, conn_id from, conn_id to, const key* k);
   bool check_join(barrier& b, conn_id c, const std::optional<std::uint32_t>& n,
                   const std::optional<std::uint32_t>& rank, bool chief, const peer_info& p, output& out);
@@ -159,6 +162,7 @@ class barrier_set {
   static journal_entry entry(journal_entry::kind what, const barrier& b, std::uint64_t gen, proto::verdict v,
                              const std::string& message);
   static void chief_arrival(journal_entry& j, const member& m);
+  static journal_entry gathered_entry(const barrier& b, const round& r);
   static std::string label(const barrier& b, std::uint64_t gen);
 
   std::map<key, barrier> barriers_;

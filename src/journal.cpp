@@ -1,5 +1,7 @@
 #include "journal.h"
 
+#include <algorithm>
+#include <functional>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -26,7 +28,7 @@ bool check_journal_header(std::string_view line, std::string& error) {
 }
 
 std::string to_journal_line(const journal_entry& e) {
-  static constexpr const char* kinds[] = {"verdict", "release", "abort"};
+  static constexpr const char* kinds[] = {"verdict", "release", "abort", "gathered"};
   json j;
   j["t"] = kinds[static_cast<int>(e.what)];
   j["scope"] = e.scope;
@@ -34,7 +36,8 @@ std::string to_journal_line(const journal_entry& e) {
   j["gen"] = e.gen;
   if (e.v != proto::verdict::none) j["verdict"] = proto::to_string(e.v);
   if (!e.message.empty()) j["message"] = e.message;
-  if (e.what == journal_entry::kind::verdict) {
+  bool gathered = e.what == journal_entry::kind::gathered;
+  if (e.what == journal_entry::kind::verdict || gathered) {
     j["chief_arrival"] = e.chief_arrival;
     j["id"] = e.id;
     if (e.chief_arrival) {
@@ -44,7 +47,12 @@ std::string to_journal_line(const journal_entry& e) {
     if (e.n) j["n"] = *e.n;
     if (e.rank) j["rank"] = *e.rank;
   }
-  if (e.what == journal_entry::kind::release) j["ids"] = e.ids;
+  if (e.what == journal_entry::kind::release || gathered) j["ids"] = e.ids;
+  if (gathered) {
+    json ranks = json::array();
+    for (const auto& r : e.ranks) ranks.push_back(r ? json(*r) : json(nullptr));
+    j["ranks"] = std::move(ranks);
+  }
   return j.dump() + "\n";
 }
 
@@ -60,6 +68,7 @@ std::optional<journal_entry> from_journal_line(std::string_view line, std::strin
     if (t == "verdict") e.what = journal_entry::kind::verdict;
     else if (t == "release") e.what = journal_entry::kind::release;
     else if (t == "abort") e.what = journal_entry::kind::abort;
+    else if (t == "gathered") e.what = journal_entry::kind::gathered;
     else {
       error = fmt::format("unknown entry type '{}'", t);
       return std::nullopt;
@@ -87,6 +96,22 @@ std::optional<journal_entry> from_journal_line(std::string_view line, std::strin
     if (j.contains("n")) e.n = j["n"].get<std::uint32_t>();
     if (j.contains("rank")) e.rank = j["rank"].get<std::uint32_t>();
     if (j.contains("ids")) e.ids = j["ids"].get<std::vector<std::string>>();
+    if (j.contains("ranks"))
+      for (const auto& r : j["ranks"])
+        e.ranks.push_back(r.is_null() ? std::nullopt : std::optional<std::uint32_t>(r.get<std::uint32_t>()));
+    if (e.what == journal_entry::kind::gathered) {
+      // All n present, the chief among them: anything else is not a round this host wrote.
+      bool ok = e.n && *e.n >= 1 && *e.n <= proto::max_n && e.ids.size() == *e.n && e.ranks.size() == e.ids.size() &&
+                e.v == proto::verdict::none &&
+                std::find(e.ids.begin(), e.ids.end(), e.id) != e.ids.end();
+      for (const auto& id : e.ids) ok = ok && proto::valid_id(id);
+      for (const auto& r : e.ranks) ok = ok && (!r || *r < *e.n);
+      ok = ok && std::adjacent_find(e.ids.begin(), e.ids.end(), std::greater_equal<>{}) == e.ids.end();  // sorted, unique
+      if (!ok) {
+        error = "a gathered round without its n members and chief";
+        return std::nullopt;
+      }
+    }
     if (e.what == journal_entry::kind::verdict && e.v == proto::verdict::none) {
       error = "a verdict entry without a verdict";
       return std::nullopt;

@@ -34,6 +34,10 @@ inline std::string dump_journal(const std::vector<journal_entry>& js) {
          " id=" + j.id + " " + j.host + ":" + std::to_string(j.pid) + " n=" + (j.n ? std::to_string(*j.n) : "-") +
          " rank=" + (j.rank ? std::to_string(*j.rank) : "-") + " ids=";
     for (const auto& i : j.ids) s += i + ",";
+    if (!j.ranks.empty()) {
+      s += " ranks=";
+      for (const auto& r : j.ranks) s += (r ? std::to_string(*r) : "-") + ",";
+    }
     s += "\n";
   }
   return s;
@@ -313,6 +317,7 @@ class checker {
     x.arr.reset();
     x.dec.reset();
     step_released_.clear();
+    step_gathered_.clear();
     step_verdicts_ = 0;
     step_aborts_ = 0;
     return x;
@@ -537,6 +542,7 @@ class checker {
           if (!r->n || r->present.size() != *r->n)
             fail("ALLHERE with " + std::to_string(r->present.size()) + " present", out);
           r->complete = true;
+          step_gathered_.emplace_back(x.b, x.gen);
         }
         ++member_finals[rid(x)];
       } else if (const auto* rel = std::get_if<proto::release>(&e.msg)) {
@@ -615,7 +621,12 @@ class checker {
   }
 
   void check_journal(const output& out) {
-    std::size_t releases = 0, verdicts = 0, aborts = 0;
+    std::size_t releases = 0, verdicts = 0, aborts = 0, gathers = 0;
+    // A chief told ALLHERE in the step that releases its round (a verdict given in
+    // advance) did not gather a round: only the others are journaled as gathered.
+    std::erase_if(step_gathered_, [&](const auto& g) {
+      return std::find(step_released_.begin(), step_released_.end(), g) != step_released_.end();
+    });
     for (const auto& j : out.journal) {
       switch (j.what) {
         case journal_entry::kind::release: {
@@ -636,8 +647,26 @@ class checker {
         }
         case journal_entry::kind::verdict: ++verdicts; break;
         case journal_entry::kind::abort: ++aborts; break;
+        case journal_entry::kind::gathered: {
+          ++gathers;
+          bkey k{j.scope, j.name};
+          if (std::find(step_gathered_.begin(), step_gathered_.end(), std::make_pair(k, j.gen)) ==
+              step_gathered_.end()) {
+            fail("a gathered round journaled that the model did not see gather", out);
+            break;
+          }
+          round_m& r = round(k, j.gen);
+          if (j.ids != std::vector<std::string>(r.present.begin(), r.present.end()))
+            fail("the journaled gathered round lists other participants", out);
+          if (!j.n || !r.n || *j.n != *r.n || j.ranks.size() != j.ids.size())
+            fail("the journaled gathered round has another n", out);
+          break;
+        }
       }
     }
+    if (gathers != step_gathered_.size())
+      fail(std::to_string(step_gathered_.size()) + " rounds gathered but " + std::to_string(gathers) + " journaled",
+           out);
     if (releases != step_released_.size())
       fail(std::to_string(step_released_.size()) + " rounds released but " + std::to_string(releases) + " journaled",
            out);
@@ -650,6 +679,7 @@ class checker {
     check_journal(out);
     journal_.insert(journal_.end(), out.journal.begin(), out.journal.end());
     step_released_.clear();
+    step_gathered_.clear();
     step_verdicts_ = step_aborts_ = 0;
     bool waiting = false;
     for (const auto& [c, m] : conns_) waiting = waiting || (m.waiting && !m.gone);
@@ -748,6 +778,7 @@ class checker {
   std::map<bkey, barrier_m> barriers_;
   std::vector<std::string> history_;
   std::vector<std::pair<bkey, std::uint64_t>> step_released_;
+  std::vector<std::pair<bkey, std::uint64_t>> step_gathered_;  ///< rounds whose chief was first told ALLHERE
   std::size_t step_verdicts_ = 0, step_aborts_ = 0;
   std::vector<journal_entry> journal_;
   bool journal_complete_ = true;

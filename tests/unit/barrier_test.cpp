@@ -2,6 +2,7 @@
 // These tests are the spec. Each connection id stands for one client connection;
 // as in the host, a connection makes one ARRIVE or DECIDE (another only after an ERR).
 #include "barrier.h"
+#include "journal.h"
 #include "../support/barrier_checker.h"
 
 #include <gtest/gtest.h>
@@ -1213,7 +1214,8 @@ TEST_F(Barrier, JournalsTheChiefsArrivalAndTheRelease) {
 TEST_F(Barrier, JournalsAVerdictForAGatheredRound) {
   arrive(1, "e", 2, 1);
   output o = chief(2, "e", 2, 0);
-  EXPECT_TRUE(o.journal.empty());  // gathering is not a fact to persist
+  // Gathering is persisted, before ALLHERE goes out: who is present, and the chief.
+  EXPECT_EQ(dump_journal(o.journal), "3 default/e#1 none '' chief=1 id=id2 h2:1002 n=2 rank=0 ids=id1,id2, ranks=1,0,\n");
   o = decide(9, "e", cont, "go", false);
   EXPECT_EQ(dump_journal(o.journal),
             "0 default/e#1 continue 'go' chief=0 id=id9 :0 n=2 rank=- ids=\n"
@@ -1316,6 +1318,83 @@ TEST_F(Barrier, RestoreAVerdictGivenInAdvance) {
   EXPECT_EQ(to(o, 1), "ALLHERE name=e gen=1 arrived=2 n=2\n");
   EXPECT_EQ(to(o, 2), "WAITING name=e gen=1 arrived=2 n=2\nRELEASE name=e gen=1 verdict=continue\n");
   EXPECT_EQ(to(o, 3), "RELEASE name=e gen=1 verdict=continue delivered=2\n");
+}
+
+// A gathered round as the journal records it: id1 (rank 1), id2 (the chief, rank 0), id3 (no rank).
+journal_entry gathered_entry(std::uint64_t gen = 1) {
+  journal_entry j;
+  j.what = journal_entry::kind::gathered;
+  j.scope = "default";
+  j.name = "e";
+  j.gen = gen;
+  j.n = 3;
+  j.chief_arrival = true;
+  j.id = "id2";
+  j.host = "h2";
+  j.pid = 1002;
+  j.rank = 0;
+  j.ids = {"id1", "id2", "id3"};
+  j.ranks = {1, 0, none};
+  return j;
+}
+
+TEST_F(Barrier, RestoreAGatheredRoundADecideWithoutNReleasesIt) {
+  bs.restore(gathered_entry(), now);
+  EXPECT_FALSE(bs.active());
+  EXPECT_CONTAINS(status_of("e"), "gen=1 state=gathered n=3 arrived=3 chief=1");
+  // A worker comes back before the verdict: it waits in that round, not a new one.
+  EXPECT_EQ(trace(arrive(1, "e", 3, 1)), "1: WAITING name=e gen=1 arrived=3 n=3\n");
+  // The chief's decide, by name and without --n, finds the round (it used to get ERR NEEDN).
+  output o = decide(9, "e", stop, "done", false);
+  EXPECT_EQ(to(o, 1), "RELEASE name=e gen=1 verdict=stop :done\n");
+  EXPECT_EQ(to(o, 9), "DECIDED name=e gen=1 verdict=stop arrived=3 n=3\n");
+  EXPECT_FALSE(bs.active());
+  // A worker that comes back after the release is told the outcome.
+  EXPECT_EQ(trace(arrive(3, "e", 3)), "3: RELEASE name=e gen=1 verdict=stop :done\n");
+  // The next round is round 2, and starts empty.
+  EXPECT_EQ(trace(arrive(4, "e", 2)), "4: WAITING name=e gen=2 arrived=1 n=2\n");
+}
+
+TEST_F(Barrier, RestoreAGatheredRoundItsChiefIsToldAllHereAgainAndDecideFindsItByScope) {
+  bs.restore(gathered_entry(), now);
+  ids[5] = "id2";  // the chief's wait --chief comes back: it had not read ALLHERE
+  EXPECT_EQ(trace(chief(5, "e", 3, 0)), "5: ALLHERE name=e gen=1 arrived=3 n=3\n");
+  // Its rank is held; a second rank 1 in round 1 cannot happen (a new arrival is in round 2).
+  EXPECT_EQ(trace(arrive(6, "e", 3, 1)), "6: WAITING name=e gen=2 arrived=1 n=3\n");
+  output o = decide(9, "", cont);  // no name: the one round of the scope that awaits a verdict
+  EXPECT_EQ(to(o, 9), "DECIDED name=e gen=1 verdict=continue arrived=3 n=3\nRELEASE name=e gen=1 verdict=continue delivered=0\n");
+}
+
+TEST_F(Barrier, RestoreAGatheredRoundShowsItsMembersAndSurvivesCompaction) {
+  bs.restore(gathered_entry(), now);
+  EXPECT_EQ(status_text("default", "e", true),
+            "BARRIER scope=default name=e gen=1 state=gathered n=3 arrived=3 chief=1 verdict=none age_ms=0\n"
+            "MEMBER rank=0 host=h2 pid=1002 chief=1 age_ms=0\n"
+            "MEMBER rank=1 host=- pid=0 chief=0 age_ms=0\n"
+            "MEMBER rank=- host=- pid=0 chief=0 age_ms=0\n"
+            "BARRIER scope=default name=e gen=2 state=open n=- arrived=0 chief=0 verdict=none age_ms=0\n"
+            "END\n");
+  arrive(1, "e", 3, 1);  // back: its host and pid are known again
+  EXPECT_CONTAINS(status_text("default", "e", true), "MEMBER rank=1 host=h1 pid=1001 chief=0");
+  EXPECT_EQ(dump_journal(bs.snapshot()), dump_journal({gathered_entry()}));
+  // Restored twice (a journal and its compacted copy): still one round.
+  bs.restore(gathered_entry(), now);
+  EXPECT_EQ(dump_journal(bs.snapshot()), dump_journal({gathered_entry()}));
+}
+
+TEST_F(Barrier, RestoreAGatheredRoundThenItsReleaseForgetsIt) {
+  bs.restore(gathered_entry(2), now);
+  journal_entry later = gathered_entry(3);  // round 3 gathered and released while round 2 waits
+  later.what = journal_entry::kind::release;
+  later.v = cont;
+  bs.restore(later, now);
+  EXPECT_CONTAINS(status_of("e"), "gen=2 state=gathered");
+  journal_entry rel = gathered_entry(2);
+  rel.what = journal_entry::kind::release;
+  rel.v = stop;
+  bs.restore(rel, now);
+  EXPECT_EQ(status_of("e").find("gathered"), std::string::npos);
+  EXPECT_EQ(trace(arrive(1, "e", 3)), "1: RELEASE name=e gen=2 verdict=stop\n");
 }
 
 TEST_F(Barrier, RestoreAnAbort) {
@@ -1522,6 +1601,68 @@ TEST(BarrierProperty, RandomSequencesKeepTheInvariants) {
   EXPECT_GT(total.rejoin_releases, 20);
   EXPECT_GT(total.rejoin_waits, 10);
   EXPECT_GT(total.snapshots, 100);
+}
+
+// ---------------------------------------------------------------------------
+// journal lines: what serve --state-dir writes and reads back
+
+TEST(JournalLine, EveryKindRoundTrips) {
+  journal_entry rel = gathered_entry(4);
+  rel.what = journal_entry::kind::release;
+  rel.v = stop;
+  rel.message = "m";
+  rel.chief_arrival = false;
+  rel.id.clear(), rel.host.clear(), rel.pid = 0, rel.n.reset(), rel.rank.reset(), rel.ranks.clear();
+  journal_entry ab = rel;
+  ab.what = journal_entry::kind::abort;
+  ab.v = verdict::none;
+  ab.ids.clear();
+  journal_entry ver = gathered_entry(5);
+  ver.what = journal_entry::kind::verdict;
+  ver.v = cont;
+  ver.ids.clear(), ver.ranks.clear();
+  for (const journal_entry& e : {gathered_entry(3), rel, ab, ver}) {
+    std::string err;
+    std::string line = to_journal_line(e);
+    ASSERT_TRUE(line.ends_with('\n'));
+    line.pop_back();
+    auto back = from_journal_line(line, err);
+    ASSERT_TRUE(back) << line << ": " << err;
+    EXPECT_EQ(dump_journal({*back}), dump_journal({e})) << line;
+  }
+  EXPECT_CONTAINS(to_journal_line(gathered_entry()), R"("t":"gathered")");
+  EXPECT_CONTAINS(to_journal_line(gathered_entry()), R"("ranks":[1,0,null])");
+}
+
+TEST(JournalLine, AGatheredRoundMustHoldItsNMembersAndItsChief) {
+  auto refused = [](journal_entry e) {
+    std::string line = to_journal_line(e), err;
+    line.pop_back();
+    bool bad = !from_journal_line(line, err);
+    return bad && err == "a gathered round without its n members and chief";
+  };
+  journal_entry e = gathered_entry();
+  e.n = 4;  // three ids for n = 4
+  EXPECT_TRUE(refused(e));
+  e = gathered_entry();
+  e.id = "other";  // the chief is not among them
+  EXPECT_TRUE(refused(e));
+  e = gathered_entry();
+  e.ranks = {1, 3, none};  // rank 3 of n = 3
+  EXPECT_TRUE(refused(e));
+  e = gathered_entry();
+  e.ids = {"id2", "id1", "id3"};  // not sorted (this host writes them sorted)
+  EXPECT_TRUE(refused(e));
+  e = gathered_entry();
+  e.ids = {"id1", "id1", "id2"};  // twice the same
+  EXPECT_TRUE(refused(e));
+  e = gathered_entry();
+  e.ranks.pop_back();
+  EXPECT_TRUE(refused(e));
+  e = gathered_entry();
+  e.ids[2] = "not an id";
+  EXPECT_TRUE(refused(e));
+  EXPECT_FALSE(refused(gathered_entry()));
 }
 
 }  // namespace
