@@ -282,8 +282,9 @@ nlohmann::json status_json(const proto::status_reply& st) {
     nlohmann::json ms = nlohmann::json::array();
     for (const auto& m : b.members)
       ms.push_back({{"rank", m.rank ? nlohmann::json(*m.rank) : nlohmann::json(nullptr)},
-                    {"host", m.host},
-                    {"pid", m.pid},
+                    // empty: a member restored from the journal that has not come back yet
+                    {"host", m.host.empty() ? nlohmann::json(nullptr) : nlohmann::json(m.host)},
+                    {"pid", m.host.empty() ? nlohmann::json(nullptr) : nlohmann::json(m.pid)},
                     {"chief", m.chief},
                     {"age_ms", m.age_ms}});
     j["members"] = ms;
@@ -330,9 +331,14 @@ int run_status(const status_options& o) {
                b.missing ? (b.missing->empty() ? "none" : *b.missing) : "-");
     if (b.state == "aborted") fmt::print("    aborted{}{}\n", b.reason.empty() ? "" : ": ", b.reason);
     if (!o.name.empty())
-      for (const auto& m : b.members)
-        fmt::print("    {:<10} {} pid {}{}, arrived {} ago\n", m.rank ? fmt::format("rank {}", *m.rank) : "no rank",
-                   m.host, m.pid, m.chief ? " (chief)" : "", format_duration(duration(m.age_ms)));
+      for (const auto& m : b.members) {
+        std::string rank = m.rank ? fmt::format("rank {}", *m.rank) : "no rank";
+        if (m.host.empty())  // restored from the host's journal; its host and pid come back with it
+          fmt::print("    {:<10} present before the host restarted, not back yet{}\n", rank, m.chief ? " (chief)" : "");
+        else
+          fmt::print("    {:<10} {} pid {}{}, arrived {} ago\n", rank, m.host, m.pid, m.chief ? " (chief)" : "",
+                     format_duration(duration(m.age_ms)));
+      }
     if (!o.name.empty())
       for (const auto& g : b.gone)
         fmt::print("    {:<10} {} pid {}: {} {} ago\n", g.rank ? fmt::format("rank {}", *g.rank) : "no rank", g.host,

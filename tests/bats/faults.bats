@@ -445,6 +445,11 @@ release_behind_dead_link() {
   assert_json barriers.0.state '"gathered"'
   assert_json barriers.0.arrived 3
   assert_json barriers.0.n 3
+  assert_json barriers.0.members.0.host '"'"$(hostname)"'"'  # the chief, from the journal
+  assert_json barriers.0.members.1.host null                 # rank 1: not back yet
+  assert_json barriers.0.members.1.pid null
+  run -0 "$TFB" status --name g
+  assert_output --partial "rank 1     present before the host restarted, not back yet"
   run -0 timeout 10 "$TFB" decide stop --name g --message "after the crash"
   kill -CONT "$p1" "$p2"
   reap "$p1" 1
