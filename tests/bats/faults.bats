@@ -405,42 +405,41 @@ release_behind_dead_link() {
   done
 }
 
-@test "faults: with --state-dir, the chief's decide after a kill -9 still releases the workers that came back" {
-  # The round whose chief was told ALLHERE is in the journal: after the restart
-  # the workers re-arrive into it, and the chief's DECIDE releases it.
+# gathered_then_kill9 [--stop-workers]: with --state-dir, ranks 1 and 2 wait in
+# barrier g (n = 3, pids in P1 and P2, stdout in r1.out and r2.out), the chief's
+# `wait --chief` is told all are here, and the host is killed with kill -9 and
+# started again on the same address. --stop-workers freezes the workers first
+# (SIGSTOP), so that none is back before the test lets them go.
+gathered_then_kill9() {
   local addr=127.0.0.1:$(low_port)
   serve_at "$addr" --state-dir "$BATS_TEST_TMPDIR/state"
   export TFBARRIER_CONNECT_TIMEOUT=15s
-  bg_wait r1 --name g --n 3 --rank 1 --timeout 30s
-  local p1=$LAST_PID
-  bg_wait r2 --name g --n 3 --rank 2 --timeout 30s
-  local p2=$LAST_PID
+  bg_wait r1 --name g --n 3 --rank 1 --timeout 60s
+  P1=$LAST_PID
+  bg_wait r2 --name g --n 3 --rank 2 --timeout 60s
+  P2=$LAST_PID
   wait_arrived g 2
   run -0 timeout 10 "$TFB" wait --name g --n 3 --rank 0 --chief --timeout 10s
+  [ "${1:-}" != --stop-workers ] || kill -STOP "$P1" "$P2"
   kill9_host
   serve_at "$addr" --state-dir "$BATS_TEST_TMPDIR/state"
+}
+
+@test "faults: with --state-dir, the chief's decide after a kill -9 still releases the workers that came back" {
+  # The round whose chief was told ALLHERE is in the journal: after the restart
+  # the workers re-arrive into it, and the chief's DECIDE releases it.
+  gathered_then_kill9
   wait_arrived g 3
   run -0 timeout 10 "$TFB" decide stop --name g --message "after the crash"
-  reap "$p1" 1
-  reap "$p2" 1
+  reap "$P1" 1
+  reap "$P2" 1
   assert_equal "$(cat r1.out)" "after the crash"
 }
 
 @test "faults: with --state-dir, a gathered round survives a kill -9: decide without --n releases it before any worker is back" {
   # Before the gathered round was journaled, this DECIDE got ERR NEEDN (exit 2)
   # and the workers, back later, waited for rank 0 until they timed out.
-  local addr=127.0.0.1:$(low_port)
-  serve_at "$addr" --state-dir "$BATS_TEST_TMPDIR/state"
-  export TFBARRIER_CONNECT_TIMEOUT=15s
-  bg_wait r1 --name g --n 3 --rank 1 --timeout 60s
-  local p1=$LAST_PID
-  bg_wait r2 --name g --n 3 --rank 2 --timeout 60s
-  local p2=$LAST_PID
-  wait_arrived g 2
-  run -0 timeout 10 "$TFB" wait --name g --n 3 --rank 0 --chief --timeout 10s
-  kill -STOP "$p1" "$p2"  # the workers cannot come back before the chief decides
-  kill9_host
-  serve_at "$addr" --state-dir "$BATS_TEST_TMPDIR/state"
+  gathered_then_kill9 --stop-workers
   run -0 "$TFB" status --name g --json
   assert_json barriers.0.state '"gathered"'
   assert_json barriers.0.arrived 3
@@ -451,12 +450,12 @@ release_behind_dead_link() {
   run -0 "$TFB" status --name g
   assert_output --partial "rank 1     present before the host restarted, not back yet"
   run -0 timeout 10 "$TFB" decide stop --name g --message "after the crash"
-  kill -CONT "$p1" "$p2"
-  reap "$p1" 1
-  reap "$p2" 1
+  kill -CONT "$P1" "$P2"
+  reap "$P1" 1
+  reap "$P2" 1
   assert_equal "$(cat r1.out)" "after the crash"
   assert_equal "$(cat r2.out)" "after the crash"
-  # The next round is round 2, and the journal no longer holds round 1 as gathered.
+  # The round is over: the next one is round 2, and the journal has the release.
   run -0 "$TFB" status --name g --json
   assert_json barriers.0.round 2
   grep -q '"t":"release"' "$BATS_TEST_TMPDIR/state/journal"
