@@ -136,7 +136,13 @@ std::optional<std::string> load_secret(const std::string& path, std::string& err
   return s;
 }
 
-bool write_secret(const std::string& path, bool force, std::string& error) {
+std::string fresh_secret() {
+  unsigned char buf[32];
+  fill_random(buf, sizeof buf);
+  return to_hex(buf, sizeof buf);
+}
+
+bool write_secret(const std::string& path, const std::string& text, bool force, std::string& error) {
   auto slash = path.rfind('/');
   if (slash != std::string::npos && slash > 0) {
     std::string dir = path.substr(0, slash);
@@ -155,9 +161,7 @@ bool write_secret(const std::string& path, bool force, std::string& error) {
     return false;
   }
   ::fchmod(fd, 0600);
-  unsigned char buf[32];
-  fill_random(buf, sizeof buf);
-  std::string s = to_hex(buf, sizeof buf) + "\n";
+  std::string s = text + "\n";
   bool ok = ::write(fd, s.data(), s.size()) == static_cast<ssize_t>(s.size()) && ::fsync(fd) == 0;
   ::close(fd);
   if (!ok) error = fmt::format("cannot write {}: {}", path, std::strerror(errno));

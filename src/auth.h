@@ -39,7 +39,13 @@ bool unseal(std::string& line, std::string_view key, direction d, std::uint64_t 
 std::string default_secret_path();
 /// Reads a secret file. Refuses one that others can read. nullopt + error (a sentence).
 std::optional<std::string> load_secret(const std::string& path, std::string& error);
-/// Writes a fresh secret (mode 0600, parent made 0700). Refuses to overwrite unless force.
-bool write_secret(const std::string& path, bool force, std::string& error);
+/// A fresh secret: 64 hex digits of getrandom(), as a secret file holds them (no newline).
+std::string fresh_secret();
+/// Writes text as the secret file (mode 0600, parent made 0700). Refuses to overwrite unless force.
+bool write_secret(const std::string& path, const std::string& text, bool force, std::string& error);
+/// Writes a fresh secret.
+inline bool write_secret(const std::string& path, bool force, std::string& error) {
+  return write_secret(path, fresh_secret(), force, error);
+}
 
 }  // namespace tfb::auth

@@ -261,6 +261,15 @@ int run_abort(const abort_options& o) {
 
 namespace {
 
+// --daemon: the pipe on which the child reports to the caller ("NOTE text",
+// then "OK addr" or "ERR text"); -1 outside a daemon's child.
+int daemon_report_fd = -1;
+
+void daemon_note(const std::string& text) {
+  std::string msg = "NOTE " + text + "\n";
+  if (daemon_report_fd >= 0) (void)!write(daemon_report_fd, msg.data(), msg.size());
+}
+
 nlohmann::json status_json(const proto::status_reply& st) {
   nlohmann::json bs = nlohmann::json::array();
   for (const auto& b : st.barriers) {
@@ -400,16 +409,28 @@ int run_serve(const serve_options& o) {
       exists = false;
     } else if (!exists && !is_loopback(h.listen)) {
       // First use: make the secret that the nodes share through the home directory.
-      if (!auth::write_secret(path, false, error) && ::access(path.c_str(), F_OK) != 0) {
-        print_error(fmt::format("{} listens beyond loopback, so it needs a secret, and {}; give --secret-file FILE "
-                                "(or --insecure to allow anyone who can connect)",
-                                h.listen, error));
-        return exit_code::auth;
-      }
-      fmt::print(stderr, "tfbarrier: created the shared secret {} (mode 0600)\n", path);
-      exists = true;
-    }
-    if (exists && !h.munge) {
+      // It is written only once the port is bound: a serve that cannot listen
+      // must leave no secret behind, or every client of the hosts that already
+      // run without one would refuse them from then on (exit 77).
+      std::string fresh = auth::fresh_secret();
+      h.secret = fresh;
+      h.on_bound = [path, fresh, listen = h.listen, daemon = o.daemon](std::string& err) {
+        if (!auth::write_secret(path, fresh, false, err)) {
+          err = ::access(path.c_str(), F_OK) == 0
+                    ? fmt::format("{} appeared while this host started (another tfbarrier made it); start serve "
+                                  "again to use it",
+                                  path)
+                    : fmt::format("{} listens beyond loopback, so it needs a secret, and {}; give --secret-file "
+                                  "FILE (or --insecure to allow anyone who can connect)",
+                                  listen, err);
+          return exit_code::auth;
+        }
+        std::string note = fmt::format("created the shared secret {} (mode 0600)", path);
+        if (daemon) daemon_note(note);
+        else fmt::print(stderr, "tfbarrier: {}\n", note);
+        return 0;
+      };
+    } else if (exists && !h.munge) {
       h.secret = auth::load_secret(path, error);
       if (!h.secret) {
         print_error(error);
@@ -468,10 +489,12 @@ int run_serve(const serve_options& o) {
     close_range(static_cast<unsigned>(wfd) + 1, ~0U, 0);
     std::FILE* logf = stderr;
     h.log = logf;
+    daemon_report_fd = wfd;
     h.on_listening = [wfd](const std::string& addr) {
       std::string msg = "OK " + addr + "\n";
       (void)!write(wfd, msg.data(), msg.size());
       close(wfd);
+      daemon_report_fd = -1;
     };
     int rc = run_host(h, error);
     if (!error.empty()) {
@@ -487,6 +510,11 @@ int run_serve(const serve_options& o) {
   ssize_t n;
   while ((n = read(fds[0], buf, sizeof buf)) > 0) got.append(buf, static_cast<std::size_t>(n));
   close(fds[0]);
+  while (got.starts_with("NOTE ")) {  // what the child would have said on stderr, which is its log
+    std::size_t eol = got.find('\n');
+    fmt::print(stderr, "tfbarrier: {}\n", got.substr(5, eol == std::string::npos ? eol : eol - 5));
+    got.erase(0, eol == std::string::npos ? got.size() : eol + 1);
+  }
   if (got.starts_with("OK ")) {
     std::string addr = got.substr(3);
     while (!addr.empty() && (addr.back() == '\n' || addr.back() == '\r')) addr.pop_back();

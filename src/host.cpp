@@ -785,6 +785,8 @@ int run_host(const host_options& o, std::string& error) {
   server srv(io, o);
   if (!srv.open_journal(error)) return 2;
   if (!srv.listen(error)) return error.empty() ? 0 : 69;
+  if (o.on_bound)
+    if (int rc = o.on_bound(error); rc != 0) return rc;
   srv.log(fmt::format("tfbarrier {} listening on {} (protocol {}, authentication: {})", tfb::version, srv.address(),
                       protocol_version, o.secret ? "shared secret" : o.munge ? "MUNGE, uid " + std::to_string(::getuid()) : "none"));
   if (o.on_listening) o.on_listening(srv.address());

@@ -20,9 +20,13 @@ struct host_options {
   std::size_t max_connections = 0;    ///< 0: as many as the file-descriptor limit allows
   std::size_t max_per_address = 16384;  ///< connections from one peer address
   std::optional<std::string> secret;  ///< shared secret: every client must authenticate (docs/security.md)
-  bool munge = false;
-  bool self_started = false;          ///< started by a participant: losing the race for the port is fine                 ///< MUNGE: every client must be this host's uid (docs/security.md)
+  bool munge = false;                 ///< MUNGE: every client must be this host's uid (docs/security.md)
+  bool self_started = false;          ///< started by a participant: losing the race for the port is fine
   std::FILE* log = stderr;
+  /// Called once the address is bound, before anything is accepted or reported:
+  /// what must not happen for a host that never listens (writing a new secret
+  /// file). Returns 0 to go on, or an exit code with error set.
+  std::function<int(std::string& error)> on_bound;
   /// Called once listening, with the real address ("127.0.0.1:40123").
   std::function<void(const std::string& addr)> on_listening;
 };

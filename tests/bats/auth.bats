@@ -105,6 +105,29 @@ PY
   assert_output 600
 }
 
+@test "a serve beyond loopback that cannot listen leaves no secret behind, and clients of a running host still work" {
+  # It used to write ~/.tfbarrier/secret before binding: from then on every
+  # client refused the hosts that run without one (exit 77).
+  start_host  # 127.0.0.1, no secret
+  local port=${TFBARRIER_ADDR##*:}
+  run -69 timeout 10 "$TFB" serve --listen "0.0.0.0:$port" --no-munge  # the port is taken
+  assert_output --partial "0.0.0.0:$port"
+  refute_output --partial "created the shared secret"
+  [ ! -e "$HOME/.tfbarrier/secret" ]
+  run -69 timeout 10 "$TFB" serve --daemon --listen "0.0.0.0:$port" --no-munge
+  [ ! -e "$HOME/.tfbarrier/secret" ]
+  run -0 timeout 10 "$TFB" wait --name still --n 1
+}
+
+@test "serve --daemon beyond loopback says on the caller's stderr that it created the secret" {
+  run -0 timeout 10 "$TFB" serve --daemon --listen 0.0.0.0:0 --idle-exit 500ms --no-munge \
+    --log "$BATS_TEST_TMPDIR/daemon.log"
+  assert_output --partial "tfbarrier: created the shared secret $HOME/.tfbarrier/secret (mode 0600)"
+  assert_output --partial "TFBARRIER_ADDR="
+  run stat -c %a "$HOME/.tfbarrier/secret"
+  assert_output 600
+}
+
 munge_up() { [ -S /run/munge/munge.socket.2 ] && munge -n >/dev/null 2>&1; }
 
 @test "with munged running, a host beyond loopback accepts its own uid and refuses another uid" {
