@@ -48,13 +48,29 @@ CLI::Validator scope_validator() {
       "SCOPE");
 }
 
-CLI::Validator duration_validator() {
+// A duration of at least `min`; with zero_is_off, 0 is accepted too (it means none).
+CLI::Validator duration_validator(duration min = duration::zero(), bool zero_is_off = false) {
   return CLI::Validator(
-      [](std::string& s) -> std::string {
-        if (parse_duration(s)) return {};
-        return fmt::format("{} is not a duration: use a number with a unit, like 500ms, 90s, 10m, 1h, 1d "
-                           "(a bare number is seconds)",
-                           quote_text(s));
+      [min, zero_is_off](std::string& s) -> std::string {
+        auto d = parse_duration(s);
+        if (!d) {
+          // The same text with every number made 1 reads: only the size was wrong.
+          auto digit = [](char c) { return c >= '0' && c <= '9'; };
+          std::string small;
+          for (std::size_t i = 0; i < s.size(); ++i) {
+            if (!digit(s[i])) small += s[i];
+            else if (i == 0 || !digit(s[i - 1])) small += '1';
+          }
+          if (parse_duration(small)) return fmt::format("{} is longer than 100 days, the longest duration", quote_text(s));
+          return fmt::format("{} is not a duration: use a number with a unit, like 500ms, 90s, 10m, 1h, 1d "
+                             "(a bare number is seconds)",
+                             quote_text(s));
+        }
+        if (zero_is_off && d->count() == 0) return {};
+        if (*d < min)
+          return fmt::format("{} is too short: use at least {}{}", quote_text(s), format_duration(min),
+                             zero_is_off ? ", or 0 for none" : "");
+        return {};
       },
       "DUR");
 }
@@ -81,16 +97,17 @@ void add_common(CLI::App* sub, common_options& c, common_text& t) {
   sub->add_option("--addr", c.addr, "Host address HOST:PORT (env TFBARRIER_ADDR; default: from the launcher, else 127.0.0.1:7727)");
   sub->add_option("--scope", c.scope, "Barrier namespace (env TFBARRIER_SCOPE; default: the Slurm job and attempt, else 'default')")
       ->check(scope_validator());
-  sub->add_option("--connect-timeout", t.connect_timeout, "Give up connecting after DUR (default 60s)")
+  sub->add_option("--connect-timeout", t.connect_timeout, "Give up connecting after DUR (default 60s, at least 1ms)")
       ->envname("TFBARRIER_CONNECT_TIMEOUT")
-      ->check(duration_validator());
+      ->check(duration_validator(std::chrono::milliseconds(1)));
   sub->add_flag("-q,--quiet", c.quiet, "No progress or notes on stderr; errors still go there");
   sub->add_option("--secret-file", c.secret_file,
                   "Authenticate with the shared secret in FILE (default ~/.tfbarrier/secret if it exists)")
       ->envname("TFBARRIER_SECRET_FILE");
-  sub->add_option("--keepalive", t.keepalive, "Ping the host every DUR while waiting; 3 missed = host lost (default 5s)")
+  sub->add_option("--keepalive", t.keepalive,
+                  "Ping the host every DUR while waiting; 3 missed = host lost (default 5s, at least 100ms)")
       ->envname("TFBARRIER_KEEPALIVE")
-      ->check(duration_validator());
+      ->check(duration_validator(std::chrono::milliseconds(100)));
 }
 
 void set_duration(const std::string& text, duration& target) {
@@ -212,8 +229,9 @@ int run_cli(int argc, char** argv) {
                   "connecting is bounded by --connect-timeout)")
         ->envname("TFBARRIER_TIMEOUT")
         ->check(duration_validator());
-    w->add_option("--progress", wait_progress, "Report progress every DUR (default 1s on a terminal, else 30s)")
-        ->check(duration_validator());
+    w->add_option("--progress", wait_progress,
+                  "Report progress every DUR, at least 100ms; 0 for none (default 1s on a terminal, else 30s)")
+        ->check(duration_validator(std::chrono::milliseconds(100), true));
     add_common(w, wait.common, wait_text);
     w->footer(
         "\nExamples:\n"

@@ -559,7 +559,8 @@ class waiter {
       if (timing_out_) {
         last_ = mine ? std::optional(*mine) : std::nullopt;
       } else if (mine && o_.on_progress) {
-        o_.on_progress(progress{name_, gen_, mine->arrived, mine->n, mine->missing, elapsed()});
+        o_.on_progress(progress{name_, gen_, mine->arrived, mine->n, mine->missing, elapsed(),
+                                mine->state == "gathered"});
       }
       return std::optional<outcome>{};
     }
@@ -610,10 +611,10 @@ class tcp_coordinator final : public coordinator {
     engine e(o_);
     e.set_resumable(o_.keepalive);
     waiter w(e, a.scope, a.name, wo);
-    e.set_interrupt_note(fmt::format("; withdrew from barrier {}", a.name));
     return e.run(proto::format_request(a), [&](const proto::reply& r) -> std::optional<outcome> {
       if (auto h = w.handle(r)) return *h;
       if (auto* wt = std::get_if<proto::waiting>(&r)) {
+        e.set_interrupt_note(fmt::format("; withdrew from barrier {} (round {})", a.name, wt->gen));
         w.arrived(wt->gen);
         return std::nullopt;
       }
@@ -630,7 +631,7 @@ class tcp_coordinator final : public coordinator {
     engine e(o_);
     e.set_resumable(o_.keepalive);
     std::uint64_t gen = 0;
-    bool armed = false, timing_out = false;
+    bool armed = false, timing_out = false, noting = false;
     std::string name = d.name;
     auto timed_out = [&](const std::string& detail) {
       return outcome{exit_code::timed_out, "",
@@ -653,6 +654,21 @@ class tcp_coordinator final : public coordinator {
                                      dd->n ? std::to_string(*dd->n) : "?")};
         gen = dd->gen;
         name = dd->name;
+        std::string stands = fmt::format("the verdict {} stands for barrier {} round {}, and is delivered when all "
+                                          "have arrived",
+                                          proto::to_string(dd->v), name, gen);
+        e.set_interrupt_note("; " + stands);
+        if (wo.on_note && !noting) {
+          noting = true;
+          std::string note = fmt::format("verdict {} recorded for barrier {} round {} ({}/{} arrived); waiting for "
+                                         "its delivery (interrupting leaves it standing)",
+                                         proto::to_string(dd->v), name, gen, dd->arrived,
+                                         dd->n ? std::to_string(*dd->n) : "?");
+          e.progress_timer().expires_after(std::chrono::seconds(1));
+          e.progress_timer().async_wait([&e, &wo, note](asio::error_code ec) {
+            if (!ec && !e.done()) wo.on_note(note);
+          });
+        }
         if (wo.timeout && !armed) {
           // The verdict is recorded (and journaled): a timeout ends only this wait for delivery.
           armed = true;

@@ -30,12 +30,15 @@ struct progress {
   std::optional<std::uint32_t> n;
   std::optional<std::string> missing;  ///< rank ranges
   duration waited{};
+  bool gathered = false;  ///< all present: the round waits for the chief's verdict
 };
 
 struct wait_options {
   std::optional<duration> timeout;          ///< withdraw and exit 124 after this
   std::optional<duration> progress_every;   ///< call on_progress this often
   std::function<void(const progress&)> on_progress;
+  /// decide: told once when the verdict is recorded but not delivered a second later.
+  std::function<void(const std::string&)> on_note;
 };
 
 struct connect_options {

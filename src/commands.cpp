@@ -177,8 +177,11 @@ class progress_printer {
   explicit progress_printer(bool tty) : tty_(tty) {}
   ~progress_printer() { clear(); }
   void operator()(const progress& p) {
-    std::string line = fmt::format("{}: {}/{} arrived, {}", p.name, p.arrived, p.n ? std::to_string(*p.n) : "?",
-                                   format_duration(p.waited));
+    std::string line = p.gathered ? fmt::format("{}: all {} arrived; waiting for the chief's verdict "
+                                                "(tfbarrier decide), {}",
+                                                p.name, p.arrived, format_duration(p.waited))
+                                  : fmt::format("{}: {}/{} arrived, {}", p.name, p.arrived,
+                                                p.n ? std::to_string(*p.n) : "?", format_duration(p.waited));
     if (p.missing && !p.missing->empty()) line += fmt::format(", missing ranks {}", *p.missing);
     if (tty_) {
       fmt::print(stderr, "\r\033[K{}", line);
@@ -216,7 +219,7 @@ int run_wait(const wait_cmd_options& o) {
   wo.timeout = o.timeout;
   bool tty = isatty(2) != 0;
   progress_printer printer(tty);
-  if (!o.common.quiet) {
+  if (!o.common.quiet && !(o.progress && o.progress->count() == 0)) {  // --progress 0: none
     wo.progress_every = o.progress ? o.progress : std::optional<duration>(tty ? std::chrono::seconds(1)
                                                                                : std::chrono::seconds(30));
     wo.on_progress = [&printer](const progress& p) { printer(p); };
@@ -246,6 +249,11 @@ int run_decide(const decide_options& o) {
   auto c = make_tcp_coordinator(std::move(conn));
   wait_options wo;
   wo.timeout = o.timeout;
+  if (!o.common.quiet)
+    wo.on_note = [](const std::string& text) {
+      fmt::print(stderr, "tfbarrier: {}\n", text);
+      std::fflush(stderr);
+    };
   return finish(c->decide(d, wo), o.common.quiet);
 }
 

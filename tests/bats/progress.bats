@@ -53,3 +53,33 @@ teardown() { teardown_common; }
   run cat "$(err default)"
   refute_output --partial 'waiting at'
 }
+
+@test "--progress 0 means no progress lines, and --timeout 0 polls once" {
+  start_host
+  spawn_wait p0 --name p0 --n 2 --rank 0 --progress 0
+  wait_arrived p0 1
+  still_running 1 p0
+  run -0 timeout 20 "$TFB" wait --name p0 --n 2 --rank 1 --quiet
+  expect_exits 0 p0
+  run cat "$(err p0)"
+  assert_output ""
+  run -124 timeout 20 "$TFB" wait --name t0 --n 2 --timeout 0
+}
+
+@test "a worker of a complete round says it waits for the chief's verdict, and a decide that waits says its verdict stands" {
+  start_host
+  spawn_wait chief --name g --n 2 --rank 0 --chief --quiet
+  spawn_wait w1 --name g --n 2 --rank 1 --progress 200ms
+  wait_for_match "$(err w1)" "^tfbarrier: waiting at g: all 2 arrived; waiting for the chief's verdict \(tfbarrier decide\), [0-9]+(ms|s)$" 5
+  expect_exits 0 chief
+  run -0 timeout 20 "$TFB" decide continue --name g
+  expect_exits 0 w1
+  # A verdict in advance for a round nobody has reached: decide notes it after a second.
+  spawn d0 "$TFB" decide stop --name later --n 2 --rank 0
+  wait_for_match "$(err d0)" '^tfbarrier: verdict stop recorded for barrier later round 1 \(1/2 arrived\); waiting for its delivery \(interrupting leaves it standing\)$' 5
+  kill -INT "$(pid_of d0)"
+  expect_exits 130 d0
+  run cat "$(err d0)"
+  assert_output --partial "interrupted by SIGINT; the verdict stop stands for barrier later round 1, and is delivered when all have arrived"
+  run -1 timeout 20 "$TFB" wait --name later --n 2 --rank 1 --quiet
+}

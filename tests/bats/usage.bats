@@ -119,6 +119,28 @@ host_untouched() {
   host_untouched
 }
 
+@test "durations too short to be sane are usage errors: --keepalive 0 or --progress 0.05s flooded the host" {
+  # --keepalive 0 sent PINGs without pause, --progress 0 a STATUS per loop turn.
+  local v
+  for v in 0 99ms; do
+    usage_error wait --name x --n 2 --keepalive "$v"
+    [[ $stderr == *"--keepalive: \"$v\" is too short: use at least 100ms"* ]]
+    usage_error decide stop --name x --keepalive "$v"
+  done
+  TFBARRIER_KEEPALIVE=0 usage_error wait --name x --n 2
+  [[ $stderr == *"--keepalive: \"0\" is too short"* ]]
+  usage_error wait --name x --n 2 --progress 50ms
+  [[ $stderr == *'--progress: "50ms" is too short: use at least 100ms, or 0 for none'* ]]
+  usage_error wait --name x --n 2 --connect-timeout 0
+  [[ $stderr == *'--connect-timeout: "0" is too short: use at least 1ms'* ]]
+  usage_error status --connect-timeout 0ms
+  usage_error wait --name x --n 2 --timeout 101d
+  [[ $stderr == *'--timeout: "101d" is longer than 100 days, the longest duration'* ]]
+  usage_error wait --name x --n 2 --timeout 99999999999999999999d
+  [[ $stderr == *'is longer than 100 days'* ]]
+  host_untouched
+}
+
 @test "unknown options are usage errors that name the option" {
   local cmd
   for cmd in "wait --name x --n 1" "decide stop" "abort --name x" "status" "serve --listen 127.0.0.1:0" "config"; do
