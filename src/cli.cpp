@@ -75,6 +75,38 @@ CLI::Validator duration_validator(duration min = duration::zero(), bool zero_is_
       "DUR");
 }
 
+// One argument as a shell would need it typed again: bare when it is plain, else in '...'.
+std::string quote_arg(std::string_view a) {
+  bool plain = !a.empty();
+  for (char c : a)
+    plain = plain && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      std::string_view("-_.:/=@%+,[]").find(c) != std::string_view::npos);
+  if (plain) return std::string(a);
+  std::string q = "'";
+  for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// --max-connections, --max-per-address: decimal, 1 to a billion. (CLI11 took -1
+// as the largest size_t, and said of 0 "not in range 0.000000 to 1797...".)
+CLI::Validator connection_limit_validator() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        constexpr std::uint64_t max = 1'000'000'000;
+        std::uint64_t v = 0;
+        bool ok = !s.empty() && s.size() <= 10;
+        for (char c : s) ok = ok && c >= '0' && c <= '9';
+        if (ok)
+          for (char c : s) v = v * 10 + static_cast<std::uint64_t>(c - '0');
+        if (ok && v >= 1 && v <= max) {
+          s = std::to_string(v);  // no leading zeros left for CLI11 to read as octal
+          return {};
+        }
+        return fmt::format("{} is not a number from 1 to {}", quote_text(s), max);
+      },
+      "N");
+}
+
 // --n and --rank, checked by settings.cpp's rules, in the words that
 // TFBARRIER_N and TFBARRIER_RANK get. (CLI::Range said "Value abc not in range
 // 0 to 999999" of a word that is not a number at all.)
@@ -159,6 +191,23 @@ int run_cli(int argc, char** argv) {
     commands += fmt::format("{}{}", commands.empty() ? "" : ", ", name);
     if (first_word && name == first_word) known = true;
   }
+  // `tfbarrier --addr H:P status`: options go after the command. Say so, with
+  // the command line in that order, rather than "unknown command 'H:P'".
+  if (first_option && !help) {
+    int cmd = 0;
+    for (int i = 1; i < argc && !cmd; ++i)
+      for (auto name : command_names)
+        if (name == argv[i]) cmd = i;
+    if (cmd > 1 && argv[1][0] == '-') {
+      std::string fixed = fmt::format("tfbarrier {}", argv[cmd]);
+      for (int i = 1; i < argc; ++i)
+        if (i != cmd) fixed += fmt::format(" {}", quote_arg(argv[i]));
+      print_error(fmt::format("options go after the command: {} comes before {}; run: {}", quote_text(argv[1]),
+                              argv[cmd], fixed));
+      fmt::print(stderr, "Run 'tfbarrier {} --help' for usage.\n", argv[cmd]);
+      return exit_code::usage;
+    }
+  }
   // Name what is unknown, rather than CLI11's "A subcommand is required".
   if (first_word && !known && !help) {
     print_error(fmt::format("unknown command '{}'; the commands are {}", first_word, commands));
@@ -193,9 +242,10 @@ int run_cli(int argc, char** argv) {
     s->add_option("--state-dir", serve.state_dir,
                   "Journal verdicts and releases in DIR (flushed before they are acknowledged) and restore them at start")
         ->envname("TFBARRIER_STATE_DIR");
-    s->add_option("--max-connections", serve.max_connections, "Refuse connections past N (default: the descriptor limit)");
+    s->add_option("--max-connections", serve.max_connections, "Refuse connections past N (default: the descriptor limit)")
+        ->transform(connection_limit_validator());
     s->add_option("--max-per-address", serve.max_per_address, "Refuse connections past N from one address (default 16384)")
-        ->check(CLI::PositiveNumber);
+        ->transform(connection_limit_validator());
     s->add_flag("--self-started", serve.self_started, "(internal) started by a participant")->group("");
     s->add_option("--secret-file", serve.secret_file,
                   "Require clients to know the secret in FILE (default ~/.tfbarrier/secret; made on first use "
@@ -255,7 +305,8 @@ int run_cli(int argc, char** argv) {
     d->add_option("-m,--message", decide.message, "Text every participant prints on stdout")
         ->check(CLI::Validator(
             [](std::string& m) -> std::string {
-              return proto::valid_text(m) ? std::string() : fmt::format("the message must be at most {} bytes on one line", proto::max_text);
+              std::string why = proto::text_problem(m);
+              return why.empty() ? why : fmt::format("the message {}", why);
             },
             "TEXT"));
     d->add_flag("--no-wait", decide.no_wait, "Return once the verdict is recorded, not when it is delivered");
@@ -284,7 +335,8 @@ int run_cli(int argc, char** argv) {
     a->add_option("--reason", abort.reason, "Text every participant prints on stderr")
         ->check(CLI::Validator(
             [](std::string& m) -> std::string {
-              return proto::valid_text(m) ? std::string() : fmt::format("the reason must be at most {} bytes on one line", proto::max_text);
+              std::string why = proto::text_problem(m);
+              return why.empty() ? why : fmt::format("the reason {}", why);
             },
             "TEXT"));
     add_common(a, abort.common, abort_text);

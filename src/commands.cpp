@@ -332,7 +332,7 @@ int run_status(const status_options& o) {
   if (out.exit_code != 0 || !out.status) return finish(out, o.common.quiet);
   const auto& st = *out.status;
   if (o.json) {
-    fmt::print("{}\n", status_json(st).dump(2));
+    fmt::print("{}\n", status_json(st).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return 0;
   }
   if (st.barriers.empty()) {

@@ -53,7 +53,8 @@ std::string to_journal_line(const journal_entry& e) {
     for (const auto& r : e.ranks) ranks.push_back(r ? json(*r) : json(nullptr));
     j["ranks"] = std::move(ranks);
   }
-  return j.dump() + "\n";
+  // Never throws: text is checked UTF-8 on the wire (proto::valid_text); replace is the last guard.
+  return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 std::optional<journal_entry> from_journal_line(std::string_view line, std::string& error) {

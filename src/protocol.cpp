@@ -115,12 +115,35 @@ bool valid_id(std::string_view s) {
   return true;
 }
 
-bool valid_text(std::string_view s) {
-  if (s.size() > max_text) return false;
-  for (unsigned char c : s)
-    if (c < 0x20 || c == 0x7f) return false;
-  return true;
+std::string text_problem(std::string_view s) {
+  if (s.size() > max_text) return fmt::format("is {} bytes, more than the limit of {}", s.size(), max_text);
+  for (std::size_t i = 0; i < s.size();) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f)
+      return fmt::format("holds a control character (\\x{:02x} at byte {}); use one line of printable text", c, i);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    // UTF-8 (RFC 3629): the shortest form, no surrogates, at most U+10FFFF.
+    std::size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    std::uint32_t cp = len == 2 ? c & 0x1fu : len == 3 ? c & 0x0fu : c & 0x07u;
+    bool ok = len != 0 && i + len <= s.size();
+    for (std::size_t k = 1; ok && k < len; ++k) {
+      auto cc = static_cast<unsigned char>(s[i + k]);
+      ok = (cc & 0xc0) == 0x80;
+      cp = (cp << 6) | (cc & 0x3fu);
+    }
+    ok = ok && !(len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) && !(len == 4 && (cp < 0x10000 || cp > 0x10ffff));
+    if (!ok) return fmt::format("is not valid UTF-8 (byte \\x{:02x} at {})", c, i);
+    if (cp >= 0x80 && cp <= 0x9f)  // C1 controls: some terminals take U+009B as an escape
+      return fmt::format("holds a control character (U+{:04X} at byte {}); use one line of printable text", cp, i);
+    i += len;
+  }
+  return {};
 }
+
+bool valid_text(std::string_view s) { return text_problem(s).empty(); }
 
 bool valid_value(std::string_view s) {
   if (s.empty() || s.size() > max_value) return false;
@@ -153,7 +176,7 @@ std::optional<line> parse_line(std::string_view raw, std::string& error) {
     if (i < raw.size() && raw[i] == ':') {
       std::string_view text = raw.substr(i + 1);
       if (!valid_text(text)) {
-        error = fmt::format("trailing text must be at most {} bytes without control characters", max_text);
+        error = fmt::format("trailing text must be at most {} bytes of UTF-8 without control characters", max_text);
         return std::nullopt;
       }
       l.text = std::string(text);

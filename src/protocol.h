@@ -36,7 +36,9 @@ std::string format_line(const line& l);
 
 bool valid_name(std::string_view s);   ///< 1-128 of [A-Za-z0-9._:-]
 bool valid_id(std::string_view s);     ///< 1-64 of [A-Za-z0-9]
-bool valid_text(std::string_view s);   ///< at most max_text, no control bytes
+bool valid_text(std::string_view s);   ///< at most max_text bytes of UTF-8, no control characters
+/// Why s is not valid text ("holds a control character ..."), or empty when it is.
+std::string text_problem(std::string_view s);
 bool valid_value(std::string_view s);  ///< 1-1024 printable, no space or '='
 
 enum class verdict { none, continue_, stop };

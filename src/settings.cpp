@@ -570,7 +570,7 @@ std::string settings_to_json(const settings& s) {
   j["warnings"] = s.warnings;
   j["source"] = {{"host", s.host.source}, {"port", s.port.source}, {"n", s.n.source},
                  {"rank", s.rank.source}, {"scope", s.scope.source}, {"node", s.node.source}};
-  return j.dump(2);
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace tfb

@@ -204,3 +204,32 @@ host_healthy() {
   assert_output --partial '"arrived": 2,'
   barrier_end
 }
+
+@test "badinput: text that is not UTF-8 gets ERR BADREQUEST, and a --state-dir host does not crash journaling it" {
+  # A DECIDE with the message $'\xff' was accepted, and journaling it threw
+  # (nlohmann type_error 316): the host aborted (exit 134).
+  start_host --state-dir "$BATS_TEST_TMPDIR/state"
+  RSS0=$(rss_kb)
+  barrier_begin utf
+  local bad
+  for bad in $'\xff' $'a\xc3' $'\xed\xa0\x80' $'\xc0\xaf' $'\xc2\x9b2J'; do
+    run -0 wire --hold 3 'HELLO v=1 host=n1 pid=1' "DECIDE scope=default id=d1 verdict=stop name=utf wait=0 :$bad"
+    assert_line --index 1 --regexp '^ERR BADREQUEST :trailing text must be at most 1024 bytes of UTF-8 without control characters'
+    assert_line --index 2 "<closed>"
+    run -0 wire --hold 3 'HELLO v=1 host=n1 pid=1' "ABORT scope=default name=utf :$bad"
+    assert_line --index 1 --regexp '^ERR BADREQUEST :'
+  done
+  # Real UTF-8 passes, through the journal too: rank 2 arrives with the verdict.
+  run -0 timeout 20 "$TFB" decide continue --name utf --n 3 --rank 2 --message 'héllo ✓ 🎉'
+  wait "$P0"
+  wait "$P1"
+  host_healthy
+  assert_equal "$(cat r0.out)" 'héllo ✓ 🎉'
+  assert_equal "$(cat r1.out)" 'héllo ✓ 🎉'
+  grep -q 'héllo ✓ 🎉' "$BATS_TEST_TMPDIR/state/journal"
+  # And the command line says what is wrong before anything is sent.
+  run -2 "$TFB" decide stop --name utf -m $'\xff'
+  assert_output --partial 'the message is not valid UTF-8 (byte \xff at 0)'
+  run -2 "$TFB" abort --name utf --reason $'tab\there'
+  assert_output --partial 'the reason holds a control character (\x09 at byte 3)'
+}

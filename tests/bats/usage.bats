@@ -141,6 +141,24 @@ host_untouched() {
   host_untouched
 }
 
+@test "an option before the command is a usage error that shows the command line in the right order" {
+  usage_error --addr 127.0.0.1:1 status
+  [[ $stderr == *'options go after the command: "--addr" comes before status; run: tfbarrier status --addr 127.0.0.1:1'* ]]
+  usage_error -q wait --name 'a b' --n 2
+  [[ $stderr == *"run: tfbarrier wait -q --name 'a b' --n 2"* ]]
+  host_untouched
+}
+
+@test "--max-connections and --max-per-address take 1 to a billion: -1 and 0 are usage errors" {
+  local opt v
+  for opt in --max-connections --max-per-address; do
+    for v in 0 -1 abc 1000000001; do
+      usage_error serve --listen 127.0.0.1:0 "$opt" "$v"
+      [[ $stderr == *"$opt: \"$v\" is not a number from 1 to 1000000000"* ]]
+    done
+  done
+}
+
 @test "unknown options are usage errors that name the option" {
   local cmd
   for cmd in "wait --name x --n 1" "decide stop" "abort --name x" "status" "serve --listen 127.0.0.1:0" "config"; do

@@ -1634,3 +1634,20 @@ TEST(ValidName, RejectsTheBareDashThatMeansNone) {
   EXPECT_TRUE(tfb::proto::valid_name("-a"));
   EXPECT_TRUE(tfb::proto::valid_name("a-"));
 }
+
+TEST(ValidText, IsUtf8WithoutC0OrC1Controls) {
+  using tfb::proto::text_problem;
+  using tfb::proto::valid_text;
+  EXPECT_TRUE(valid_text("h\xc3\xa9llo \xe2\x9c\x93 \xf0\x9f\x8e\x89"));  // é ✓ 🎉
+  EXPECT_TRUE(valid_text("\xf4\x8f\xbf\xbf"));                            // U+10FFFF
+  EXPECT_EQ(text_problem("\xff"), "is not valid UTF-8 (byte \\xff at 0)");
+  EXPECT_EQ(text_problem("ab\xc3"), "is not valid UTF-8 (byte \\xc3 at 2)");  // cut short
+  EXPECT_FALSE(valid_text("\xc0\xaf"));          // overlong '/'
+  EXPECT_FALSE(valid_text("\xe0\x80\xaf"));      // overlong, 3 bytes
+  EXPECT_FALSE(valid_text("\xed\xa0\x80"));      // a surrogate
+  EXPECT_FALSE(valid_text("\xf4\x90\x80\x80"));  // past U+10FFFF
+  EXPECT_FALSE(valid_text("\x80"));              // a lone continuation byte
+  EXPECT_EQ(text_problem("\xc2\x9b" "2J"), "holds a control character (U+009B at byte 0); use one line of printable text");
+  EXPECT_EQ(text_problem("a\tb"), "holds a control character (\\x09 at byte 1); use one line of printable text");
+  EXPECT_EQ(text_problem(std::string(1025, 'x')), "is 1025 bytes, more than the limit of 1024");
+}
