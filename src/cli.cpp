@@ -214,6 +214,11 @@ int run_cli(int argc, char** argv) {
     fmt::print(stderr, "Run 'tfbarrier --help' for usage.\n");
     return exit_code::usage;
   }
+  if (argc <= 1) {
+    print_error(fmt::format("a command is required; the commands are {}", commands));
+    fmt::print(stderr, "Run 'tfbarrier --help' for usage.\n");
+    return exit_code::usage;
+  }
   if (!first_word && first_option && !help) {
     print_error(fmt::format("unknown option '{}' (or a command is missing); the commands are {}", first_option,
                             commands));
@@ -379,6 +384,35 @@ int run_cli(int argc, char** argv) {
     sec->footer("\nExample:\n  tfbarrier secret && tfbarrier serve --listen :7727\n" + exit_code_help());
   }
 
+  // --help shows what each option takes (DUR, FILE, HOST:PORT), not CLI11's
+  // "TEXT:DUR" or "UINT:in [1 - 1000000]". Only when help is asked for.
+  bool any_help = false;
+  for (int i = 1; i < argc; ++i)
+    any_help = any_help || std::string_view(argv[i]) == "-h" || std::string_view(argv[i]) == "--help" ||
+               std::string_view(argv[i]) == "--help-all";
+  if (any_help) {
+    auto label = [](const CLI::Option* o) -> std::string {
+      std::string n = o->get_name(false, true);
+      if (n == "--addr" || n == "--listen") return "HOST:PORT";
+      if (n == "--secret-file" || n == "--log" || n == "--file") return "FILE";
+      if (n == "--state-dir") return "DIR";
+      if (n == "--n" || n == "--max-connections" || n == "--max-per-address") return "N";
+      if (n == "--rank") return "RANK";
+      if (n == "verdict") return "continue|stop";
+      std::string t = o->get_type_name();  // "TEXT:DUR" -> "DUR"
+      auto colon = t.rfind(':');
+      return colon == std::string::npos ? t : t.substr(colon + 1);
+    };
+    for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+      for (CLI::Option* o : sub->get_options()) {
+        if (o->get_type_size() == 0) continue;
+        std::string text = label(o);
+        if (o->get_required()) text += " REQUIRED";
+        if (!o->get_envname().empty()) text += fmt::format(" (env {})", o->get_envname());
+        o->option_text(text);
+      }
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -390,7 +424,14 @@ int run_cli(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::string which;
     for (auto* sub : app.get_subcommands()) which = sub->get_name();
-    print_error(e.what());
+    // CLI11 writes sentences ("The following argument was not expected: x"); ours start lower-case.
+    std::string text = e.what();
+    if (text.size() > 1 && text[0] >= 'A' && text[0] <= 'Z' && text[1] >= 'a' && text[1] <= 'z')
+      text[0] = static_cast<char>(text[0] - 'A' + 'a');
+    // "--timeout: 1 required TEXT:DUR missing": say it plainly.
+    if (auto at = text.find(": 1 required "); at != std::string::npos && text.ends_with(" missing"))
+      text = text.substr(0, at) + " needs a value";
+    print_error(text);
     fmt::print(stderr, "Run 'tfbarrier{}{} --help' for usage.\n", which.empty() ? "" : " ", which);
     return exit_code::usage;
   }

@@ -704,8 +704,13 @@ class tcp_coordinator final : public coordinator {
     return e.run(proto::format_request(a), [&](const proto::reply& r) -> std::optional<outcome> {
       if (auto* ab = std::get_if<proto::aborted>(&r))
         return outcome{exit_code::released_continue, "",
-                       fmt::format("aborted barrier {} round {}: {} waiting participant{} told", ab->name, ab->gen,
-                                   ab->notified.value_or(0), ab->notified.value_or(0) == 1 ? "" : "s")};
+                       fmt::format("aborted barrier {} round {}: {} waiting participant{} told{}", ab->name, ab->gen,
+                                   ab->notified.value_or(0), ab->notified.value_or(0) == 1 ? "" : "s",
+                                   ab->notified.value_or(0) != 0
+                                       ? ""
+                                       : "; nobody was waiting, so check the name (and --scope): later arrivals "
+                                         "exit 3 until the host forgets the barrier (serve --forget-after, "
+                                         "default 1h)")};
       return std::nullopt;
     });
   }

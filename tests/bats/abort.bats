@@ -64,4 +64,7 @@ teardown() { teardown_common; }
   run -0 "$TFB" status --name ahead --json
   assert_json barriers.0.state '"aborted"'
   run -3 timeout 20 "$TFB" wait --name ahead --n 1
+  # Without --quiet it says how long that lasts, in case the name was a typo.
+  run -0 --separate-stderr timeout 20 "$TFB" abort --name typo
+  [[ $stderr == *"0 waiting participants told; nobody was waiting, so check the name (and --scope): later arrivals exit 3 until the host forgets the barrier (serve --forget-after, default 1h)" ]]
 }

@@ -140,7 +140,7 @@ header_exit_codes() {
 
 @test "decide's subsection documents its verdicts, continue and stop" {
   run "$TFB" decide --help
-  assert_output --partial 'verdict TEXT:{continue,stop}'
+  assert_output --partial 'verdict continue|stop REQUIRED'
   local text
   text=$(section "$MAN1" .SS decide)
   grep -q '^\.B continue$' <<<"$text"

@@ -159,6 +159,29 @@ host_untouched() {
   done
 }
 
+@test "--help says what each option takes (DUR, FILE, HOST:PORT), not CLI11's TEXT:DUR" {
+  run -0 "$TFB" wait --help
+  assert_line --regexp '^  --timeout DUR \(env TFBARRIER_TIMEOUT\)$'
+  assert_line --regexp '^  --name NAME REQUIRED \(env TFBARRIER_NAME\)$'
+  assert_line --regexp '^  --n N +Participants'
+  assert_line --regexp '^  --addr HOST:PORT +Host address'
+  assert_line --regexp '^  --secret-file FILE \(env TFBARRIER_SECRET_FILE\)$'
+  run -0 "$TFB" serve --help
+  assert_line --regexp '^  --state-dir DIR \(env TFBARRIER_STATE_DIR\)$'
+  run -0 bash -c 'for c in serve wait decide abort status config secret; do "$1" "$c" --help; done' _ "$TFB"
+  refute_output --regexp 'TEXT:|UINT|in \['
+}
+
+@test "no command, or an option without its value, is a usage error in plain words" {
+  usage_error
+  [[ $stderr == "tfbarrier: error: a command is required; the commands are serve, wait, decide, abort, status, config, secret"* ]]
+  usage_error wait --n 2 --name
+  [[ $stderr == "tfbarrier: error: --name needs a value"* ]]
+  usage_error wait --name x --n 2 stray
+  [[ $stderr == "tfbarrier: error: the following argument was not expected: stray"* ]]
+  host_untouched
+}
+
 @test "unknown options are usage errors that name the option" {
   local cmd
   for cmd in "wait --name x --n 1" "decide stop" "abort --name x" "status" "serve --listen 127.0.0.1:0" "config"; do
