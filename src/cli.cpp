@@ -129,7 +129,9 @@ void add_common(CLI::App* sub, common_options& c, common_text& t) {
   sub->add_option("--addr", c.addr, "Host address HOST:PORT (env TFBARRIER_ADDR; default: from the launcher, else 127.0.0.1:7727)");
   sub->add_option("--scope", c.scope, "Barrier namespace (env TFBARRIER_SCOPE; default: the Slurm job and attempt, else 'default')")
       ->check(scope_validator());
-  sub->add_option("--connect-timeout", t.connect_timeout, "Give up connecting after DUR (default 60s, at least 1ms)")
+  sub->add_option("--connect-timeout", t.connect_timeout,
+                  std::string("Give up connecting after DUR (default ") +
+                      (sub->get_name() == "status" ? "10s" : "60s") + ", at least 1ms)")
       ->envname("TFBARRIER_CONNECT_TIMEOUT")
       ->check(duration_validator(std::chrono::milliseconds(1)));
   sub->add_flag("-q,--quiet", c.quiet, "No progress or notes on stderr; errors still go there");

@@ -145,7 +145,7 @@ bool is_loopback(const std::string& listen) {
 connect_options connection(const settings& s, const common_options& c) {
   connect_options o;
   o.addr = s.addr();
-  o.connect_timeout = c.connect_timeout;
+  o.connect_timeout = c.connect_timeout.value_or(std::chrono::seconds(60));
   o.client_host = short_hostname();
   o.pid = static_cast<std::uint32_t>(getpid());
   if (c.keepalive) o.keepalive = *c.keepalive;
@@ -325,7 +325,10 @@ int run_status(const status_options& o) {
   auto s = resolve(o.common, std::nullopt, std::nullopt);
   if (!s) return exit_code::usage;
   proto::status_req req{o.all_scopes ? "*" : *s->scope.value, o.name, true};
-  auto conn = connection(*s, o.common);
+  // A question, not a wait: with no host there, say so within 10 s, not 60.
+  common_options common = o.common;
+  if (!common.connect_timeout) common.connect_timeout = std::chrono::seconds(10);
+  auto conn = connection(*s, common);
   if (!client_secret(o.common, conn)) return exit_code::auth;
   auto c = make_tcp_coordinator(std::move(conn));
   outcome out = c->status(req);

@@ -12,7 +12,8 @@ namespace tfb {
 struct common_options {
   std::optional<std::string> addr;
   std::optional<std::string> scope;
-  duration connect_timeout = std::chrono::seconds(60);
+  std::optional<duration> connect_timeout;  ///< default 60s; status: 10s
+
   std::optional<duration> keepalive;  ///< TFBARRIER_KEEPALIVE (default 5s)
   std::optional<std::string> secret_file;  ///< --secret-file / TFBARRIER_SECRET_FILE
   bool quiet = false;

@@ -40,3 +40,13 @@ teardown() { teardown_common; }
   expect_exits 0 early
   grep -q 'release late#1: 1 participants' "$HOST_LOG"
 }
+
+@test "with no host, status gives up after 10 s by default (a question, not a wait), and says so" {
+  local port start took
+  port=$(free_port)
+  start=$(date +%s)
+  run -69 timeout 30 env -u TFBARRIER_CONNECT_TIMEOUT "$TFB" status --addr "127.0.0.1:$port"
+  took=$(($(date +%s) - start))
+  assert_output --partial "cannot reach the host at 127.0.0.1:$port within 10s"
+  [ "$took" -lt 20 ]
+}
