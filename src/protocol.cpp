@@ -22,6 +22,17 @@ std::optional<T> to_uint(std::string_view s) {
   return v;
 }
 
+// Bytes of a bad line quoted back in an ERR: printable ASCII as is, the rest
+// as \xNN, so that the ERR's own text stays valid (UTF-8, no controls).
+std::string ascii(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c >= 0x20 && c < 0x7f) out += static_cast<char>(c);
+    else out += fmt::format("\\x{:02x}", c);
+  }
+  return out;
+}
+
 std::string opt_num(const std::optional<std::uint32_t>& v) { return v ? std::to_string(*v) : "-"; }
 
 void add(line& l, std::string key, std::string value) {
@@ -187,13 +198,13 @@ std::optional<line> parse_line(std::string_view raw, std::string& error) {
     std::string_view tok = raw.substr(i, end - i);
     std::size_t eq = tok.find('=');
     if (eq == std::string_view::npos || eq == 0) {
-      error = fmt::format("expected key=value, got '{}'", tok.substr(0, 64));
+      error = fmt::format("expected key=value, got '{}'", ascii(tok.substr(0, 64)));
       return std::nullopt;
     }
     std::string_view key = tok.substr(0, eq), value = tok.substr(eq + 1);
     for (char c : key)
       if (!is_key_char(c)) {
-        error = fmt::format("bad key '{}'", key.substr(0, 64));
+        error = fmt::format("bad key '{}'", ascii(key.substr(0, 64)));
         return std::nullopt;
       }
     if (!valid_value(value)) {

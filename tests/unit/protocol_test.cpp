@@ -1651,3 +1651,17 @@ TEST(ValidText, IsUtf8WithoutC0OrC1Controls) {
   EXPECT_EQ(text_problem("a\tb"), "holds a control character (\\x09 at byte 1); use one line of printable text");
   EXPECT_EQ(text_problem(std::string(1025, 'x')), "is 1025 bytes, more than the limit of 1024");
 }
+
+TEST(ParseRequest, AnErrorQuotesBadBytesAsEscapesSoItsOwnTextStaysValid) {
+  // Found by fuzz_protocol once text had to be UTF-8: the ERR quoted the raw
+  // bytes of a bad key, and a client could not read the host's own reply.
+  auto text_of = [](std::string_view raw) {
+    auto r = tfb::proto::parse_request(raw);
+    auto* e = std::get_if<tfb::proto::request_error>(&r);
+    return e ? e->text : std::string("(parsed)");
+  };
+  std::string t = text_of("ARRIVE name=e2 scope=default id=w n=2 rank=1 ch\x97\x97ief=0");
+  EXPECT_EQ(t, "bad key 'ch\\x97\\x97ief'");
+  EXPECT_TRUE(tfb::proto::valid_text(t));
+  EXPECT_EQ(text_of("ARRIVE name=e2 \xc3x"), "expected key=value, got '\\xc3x'");
+}
