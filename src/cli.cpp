@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <array>
+#include <cstdlib>
 #include <string_view>
 #include <fmt/format.h>
 
@@ -433,6 +434,19 @@ int run_cli(int argc, char** argv) {
     // "--timeout: 1 required TEXT:DUR missing": say it plainly.
     if (auto at = text.find(": 1 required "); at != std::string::npos && text.ends_with(" missing"))
       text = text.substr(0, at) + " needs a value";
+    // A bad value that came from the environment: name the variable, which is
+    // what the user must fix ("TFBARRIER_KEEPALIVE (for --keepalive): ...").
+    for (auto* sub : app.get_subcommands())
+      for (const CLI::Option* o : sub->get_options()) {
+        std::string name = o->get_name(false, true), env = o->get_envname();
+        if (env.empty() || !text.starts_with(name + ": ") || !std::getenv(env.c_str())) continue;
+        bool typed = false;
+        for (int i = 1; i < argc; ++i) {
+          std::string_view arg = argv[i];
+          typed = typed || arg == name || arg.starts_with(name + "=");
+        }
+        if (!typed) text = fmt::format("{} (for {}): {}", env, name, text.substr(name.size() + 2));
+      }
     print_error(text);
     fmt::print(stderr, "Run 'tfbarrier{}{} --help' for usage.\n", which.empty() ? "" : " ", which);
     return exit_code::usage;

@@ -71,7 +71,7 @@ host_untouched() {
   [[ $stderr == *'\x1b[2J'* ]]
   [[ $stderr != *$'\e'* ]]
   TFBARRIER_NAME=$'bad\x01' usage_error wait --n 2
-  [[ $stderr == *'--name: "bad\x01" is not a barrier name'* ]]
+  [[ $stderr == *'TFBARRIER_NAME (for --name): "bad\x01" is not a barrier name'* ]]
   host_untouched
 }
 
@@ -127,8 +127,13 @@ host_untouched() {
     [[ $stderr == *"--keepalive: \"$v\" is too short: use at least 100ms"* ]]
     usage_error decide stop --name x --keepalive "$v"
   done
+  # From the environment, the error names the variable to fix.
   TFBARRIER_KEEPALIVE=0 usage_error wait --name x --n 2
-  [[ $stderr == *"--keepalive: \"0\" is too short"* ]]
+  [[ $stderr == *'TFBARRIER_KEEPALIVE (for --keepalive): "0" is too short: use at least 100ms'* ]]
+  TFBARRIER_TIMEOUT=5x usage_error wait --name x --n 2
+  [[ $stderr == *'TFBARRIER_TIMEOUT (for --timeout): "5x" is not a duration'* ]]
+  TFBARRIER_KEEPALIVE=0 usage_error wait --name x --n 2 --keepalive=0  # typed too: the option is named
+  [[ $stderr == *'error: --keepalive: "0" is too short'* ]]
   usage_error wait --name x --n 2 --progress 50ms
   [[ $stderr == *'--progress: "50ms" is too short: use at least 100ms, or 0 for none'* ]]
   usage_error wait --name x --n 2 --connect-timeout 0
