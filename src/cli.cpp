@@ -49,20 +49,25 @@ CLI::Validator scope_validator() {
       "SCOPE");
 }
 
+// --message, --reason: what the wire's trailing text allows (proto::text_problem).
+CLI::Validator text_validator(const char* what) {
+  return CLI::Validator(
+      [what](std::string& m) -> std::string {
+        std::string why = proto::text_problem(m);
+        return why.empty() ? why : fmt::format("the {} {}", what, why);
+      },
+      "TEXT");
+}
+
 // A duration of at least `min`; with zero_is_off, 0 is accepted too (it means none).
 CLI::Validator duration_validator(duration min = duration::zero(), bool zero_is_off = false) {
   return CLI::Validator(
       [min, zero_is_off](std::string& s) -> std::string {
-        auto d = parse_duration(s);
+        bool too_long = false;
+        auto d = parse_duration(s, &too_long);
         if (!d) {
-          // The same text with every number made 1 reads: only the size was wrong.
-          auto digit = [](char c) { return c >= '0' && c <= '9'; };
-          std::string small;
-          for (std::size_t i = 0; i < s.size(); ++i) {
-            if (!digit(s[i])) small += s[i];
-            else if (i == 0 || !digit(s[i - 1])) small += '1';
-          }
-          if (parse_duration(small)) return fmt::format("{} is longer than 100 days, the longest duration", quote_text(s));
+          if (too_long)
+            return fmt::format("{} is longer than 100 days, the longest duration", quote_text(s));
           return fmt::format("{} is not a duration: use a number with a unit, like 500ms, 90s, 10m, 1h, 1d "
                              "(a bare number is seconds)",
                              quote_text(s));
@@ -311,12 +316,7 @@ int run_cli(int argc, char** argv) {
         ->envname("TFBARRIER_NAME")
         ->check(name_validator());
     d->add_option("-m,--message", decide.message, "Text every participant prints on stdout")
-        ->check(CLI::Validator(
-            [](std::string& m) -> std::string {
-              std::string why = proto::text_problem(m);
-              return why.empty() ? why : fmt::format("the message {}", why);
-            },
-            "TEXT"));
+        ->check(text_validator("message"));
     d->add_flag("--no-wait", decide.no_wait, "Return once the verdict is recorded, not when it is delivered");
     d->add_option("--timeout", decide_timeout,
                   "Exit 124 when the round has not released DUR after the verdict was recorded; the verdict "
@@ -341,12 +341,7 @@ int run_cli(int argc, char** argv) {
     a = app.add_subcommand("abort", "Abort the current round: everyone in it exits 3");
     a->add_option("--name", abort.name, "Barrier name")->required()->envname("TFBARRIER_NAME")->check(name_validator());
     a->add_option("--reason", abort.reason, "Text every participant prints on stderr")
-        ->check(CLI::Validator(
-            [](std::string& m) -> std::string {
-              std::string why = proto::text_problem(m);
-              return why.empty() ? why : fmt::format("the reason {}", why);
-            },
-            "TEXT"));
+        ->check(text_validator("reason"));
     add_common(a, abort.common, abort_text);
     a->footer("\nExample:\n  tfbarrier abort --name epoch3 --reason 'rank 4 ran out of memory'\n" + exit_code_help());
   }

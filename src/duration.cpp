@@ -5,18 +5,22 @@
 
 namespace tfb {
 
-std::optional<duration> parse_duration(std::string_view s) {
+std::optional<duration> parse_duration(std::string_view s, bool* too_long) {
+  if (too_long) *too_long = false;
   if (s.empty() || s.size() > 32) return std::nullopt;
-  constexpr std::int64_t max_ms = 100LL * 24 * 3600 * 1000;
+  const std::int64_t max_ms = max_duration.count();
   std::int64_t total = 0;
   std::size_t i = 0;
-  bool any = false;
+  bool any = false, over = false;
   while (i < s.size()) {
     std::int64_t v = 0;
     std::size_t start = i;
     while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
       v = v * 10 + (s[i] - '0');
-      if (v > max_ms) return std::nullopt;
+      if (v > max_ms) {  // saturate, and read on: the rest must still be well formed
+        over = true;
+        v = max_ms;
+      }
       ++i;
     }
     if (i == start) return std::nullopt;
@@ -31,8 +35,15 @@ std::optional<duration> parse_duration(std::string_view s) {
     else if (unit == "d") mult = 86'400'000;
     else return std::nullopt;
     total += v * mult;
-    if (total > max_ms) return std::nullopt;
+    if (total > max_ms) {
+      over = true;
+      total = max_ms;
+    }
     any = true;
+  }
+  if (over) {
+    if (too_long) *too_long = true;
+    return std::nullopt;
   }
   return duration(total);
 }

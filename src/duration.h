@@ -9,8 +9,11 @@ namespace tfb {
 
 using duration = std::chrono::milliseconds;
 
-/// Parses a duration. nullopt when malformed or above 100 days.
-std::optional<duration> parse_duration(std::string_view s);
+/// The longest duration anything accepts.
+inline constexpr duration max_duration = std::chrono::hours(24 * 100);
+/// Parses a duration. nullopt when malformed or above max_duration; too_long
+/// (when given) then says which: well formed, only too long.
+std::optional<duration> parse_duration(std::string_view s, bool* too_long = nullptr);
 /// Formats for people: "1m12s", "850ms", "2h0m".
 std::string format_duration(duration d);
 

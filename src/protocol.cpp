@@ -186,8 +186,8 @@ std::optional<line> parse_line(std::string_view raw, std::string& error) {
     ++i;
     if (i < raw.size() && raw[i] == ':') {
       std::string_view text = raw.substr(i + 1);
-      if (!valid_text(text)) {
-        error = fmt::format("trailing text must be at most {} bytes of UTF-8 without control characters", max_text);
+      if (std::string why = text_problem(text); !why.empty()) {
+        error = "trailing text " + why;  // ASCII: bad bytes are shown as \xNN
         return std::nullopt;
       }
       l.text = std::string(text);

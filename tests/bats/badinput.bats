@@ -214,7 +214,7 @@ host_healthy() {
   local bad
   for bad in $'\xff' $'a\xc3' $'\xed\xa0\x80' $'\xc0\xaf' $'\xc2\x9b2J'; do
     run -0 wire --hold 3 'HELLO v=1 host=n1 pid=1' "DECIDE scope=default id=d1 verdict=stop name=utf wait=0 :$bad"
-    assert_line --index 1 --regexp '^ERR BADREQUEST :trailing text must be at most 1024 bytes of UTF-8 without control characters'
+    assert_line --index 1 --regexp '^ERR BADREQUEST :trailing text (is not valid UTF-8 \(byte \\x[0-9a-f]{2} at [0-9]+\)|holds a control character \(U\+009B at byte 0\); use one line of printable text)$'
     assert_line --index 2 "<closed>"
     run -0 wire --hold 3 'HELLO v=1 host=n1 pid=1' "ABORT scope=default name=utf :$bad"
     assert_line --index 1 --regexp '^ERR BADREQUEST :'

@@ -133,3 +133,17 @@ TEST(FormatDuration, ParsesBack) {
 
 }  // namespace
 }  // namespace tfb
+
+TEST(ParseDuration, SaysWhenOnlyTheSizeIsWrong) {
+  bool too_long = true;
+  EXPECT_EQ(tfb::parse_duration("100d", &too_long), tfb::max_duration);
+  EXPECT_FALSE(too_long);
+  for (const char* s : {"101d", "2401h", "99999999999999999999d", "100d1ms", "8640000001ms"}) {
+    EXPECT_FALSE(tfb::parse_duration(s, &too_long)) << s;
+    EXPECT_TRUE(too_long) << s;
+  }
+  for (const char* s : {"5x", "99999999999999999999x", "1s5", "", "-1s"}) {
+    EXPECT_FALSE(tfb::parse_duration(s, &too_long)) << s;
+    EXPECT_FALSE(too_long) << s;  // malformed, whatever its size
+  }
+}
