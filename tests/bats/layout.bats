@@ -1,0 +1,70 @@
+#!/usr/bin/env bats
+# The code a short command runs is grouped on a few pages: CMakeLists.txt
+# links tfbarrier with lld and --symbol-ordering-file=src/link-order.txt
+# (written by bench/link-order.sh), and a `wait` then takes 8 page faults in
+# its own code instead of 24 (docs/performance.md). These tests check that
+# the list still names tfbarrier's functions, and that the linker placed them
+# together.
+load helpers
+
+setup() {
+  setup_common
+  command -v nm >/dev/null || skip "nm is not installed (binutils)"
+  LIST=$BATS_TEST_DIRNAME/../../src/link-order.txt
+}
+teardown() { teardown_common; }
+
+# grouping BINARY LIST: prints "present P of L, span S KiB for K KiB of code"
+# for the functions of LIST (one mangled name a line, # comments) in BINARY,
+# and fails when fewer than 70% of them are there or they lie spread out
+# (their span more than 1.25 times their size, plus 64 KiB).
+grouping() {
+  /usr/bin/python3 - "$1" "$2" <<'EOF'
+import subprocess, sys
+binary, listfile = sys.argv[1], sys.argv[2]
+want = [l.strip() for l in open(listfile) if l.strip() and not l.startswith("#")]
+syms = {}
+nm = subprocess.run(["nm", "-S", "--defined-only", binary], capture_output=True, text=True, check=True).stdout
+for line in nm.splitlines():
+    f = line.split()
+    if len(f) == 4 and f[2] in "tTwW":
+        syms.setdefault(f[3], []).append((int(f[0], 16), int(f[1], 16)))
+if not syms:
+    sys.exit(f"no function symbols in {binary}: stripped?")
+present = [w for w in want if w in syms]
+spans = [a for w in present for a in syms[w]]
+lo, hi = min(a for a, _ in spans), max(a + s for a, s in spans)
+size = sum(s for _, s in spans)
+print(f"present {len(present)} of {len(want)}, span {(hi - lo) >> 10} KiB for {size >> 10} KiB of code")
+if len(present) < 0.7 * len(want):
+    sys.exit("most of these functions are gone from the binary: run bench/link-order.sh")
+if hi - lo > 1.25 * size + 65536:
+    sys.exit("these functions are spread out: was the binary linked with lld and src/link-order.txt?")
+EOF
+}
+
+@test "src/link-order.txt still names the functions tfbarrier has" {
+  run grouping "$TFB" "$LIST"
+  echo "# $output" >&3
+  [[ "$output" == *"present"* ]]
+  [[ "$output" != *"functions are gone"* ]]
+}
+
+@test "the functions of src/link-order.txt lie together in the binary (linked with lld)" {
+  [[ $(readelf -p .comment "$TFB" 2>/dev/null) == *LLD* ]] ||
+    skip "$TFB was not linked with lld (apt-get install lld, or -DTFB_LINK_ORDER=OFF)"
+  run grouping "$TFB" "$LIST"
+  echo "# $output" >&3
+  assert_success
+}
+
+@test "the check sees functions that were not grouped" {
+  # As many functions that are not in the list, from all over the binary.
+  local other=$BATS_TEST_TMPDIR/other.txt
+  nm --defined-only "$TFB" | awk '$2 == "t" || $2 == "T" {print $3}' | sort -u |
+    grep -vxF -f <(grep -v '^#' "$LIST") | awk 'NR % 10 == 0' >"$other"
+  [ "$(wc -l <"$other")" -gt 100 ]
+  run grouping "$TFB" "$other"
+  assert_failure
+  assert_output --partial "spread out"
+}
