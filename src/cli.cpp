@@ -225,25 +225,25 @@ int run_cli(int argc, char** argv) {
         if (i != cmd) fixed += fmt::format(" {}", quote_arg(argv[i]));
       print_error(fmt::format("options go after the command: {} comes before {}; run: {}", quote_text(argv[1]),
                               argv[cmd], fixed));
-      fmt::print(stderr, "Run 'tfbarrier {} --help' for usage.\n", argv[cmd]);
+      tfb::print(stderr, "Run 'tfbarrier {} --help' for usage.\n", argv[cmd]);
       return exit_code::usage;
     }
   }
   // Name what is unknown, rather than CLI11's "A subcommand is required".
   if (first_word && !known && !help) {
     print_error(fmt::format("unknown command '{}'; the commands are {}", first_word, commands));
-    fmt::print(stderr, "Run 'tfbarrier --help' for usage.\n");
+    tfb::print(stderr, "Run 'tfbarrier --help' for usage.\n");
     return exit_code::usage;
   }
   if (argc <= 1) {
     print_error(fmt::format("a command is required; the commands are {}", commands));
-    fmt::print(stderr, "Run 'tfbarrier --help' for usage.\n");
+    tfb::print(stderr, "Run 'tfbarrier --help' for usage.\n");
     return exit_code::usage;
   }
   if (!first_word && first_option && !help) {
     print_error(fmt::format("unknown option '{}' (or a command is missing); the commands are {}", first_option,
                             commands));
-    fmt::print(stderr, "Run 'tfbarrier --help' for usage.\n");
+    tfb::print(stderr, "Run 'tfbarrier --help' for usage.\n");
     return exit_code::usage;
   }
   std::string_view selected = known && !help ? std::string_view(first_word) : std::string_view();
@@ -262,8 +262,8 @@ int run_cli(int argc, char** argv) {
     s->add_flag("--daemon", serve.daemon, "Detach and print shell assignments of TFBARRIER_ADDR and TFBARRIER_PID");
     s->add_option("--log", serve.log_file, "Append the log to FILE (default: stderr; with --daemon $TMPDIR/tfbarrier-serve-UID.log)");
     s->add_option("--idle-exit", idle_exit, "Exit after no barrier has been active for DUR")->check(duration_validator());
-    s->add_option("--forget-after", forget_after, "Forget idle barriers and aborts after DUR (default 1h)")
-        ->check(duration_validator());
+    s->add_option("--forget-after", forget_after, "Forget idle barriers and aborts after DUR (default 1h, at least 1s)")
+        ->check(duration_validator(std::chrono::seconds(1)));
     s->add_flag("-q,--quiet", serve.quiet, "Log only warnings, not every arrival and release");
     s->add_option("--state-dir", serve.state_dir,
                   "Journal verdicts and releases in DIR (flushed before they are acknowledged) and restore them at start")
@@ -449,7 +449,7 @@ int run_cli(int argc, char** argv) {
         if (!typed) text = fmt::format("{} (for {}): {}", env, name, text.substr(name.size() + 2));
       }
     print_error(text);
-    fmt::print(stderr, "Run 'tfbarrier{}{} --help' for usage.\n", which.empty() ? "" : " ", which);
+    tfb::print(stderr, "Run 'tfbarrier{}{} --help' for usage.\n", which.empty() ? "" : " ", which);
     return exit_code::usage;
   }
 

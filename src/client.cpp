@@ -13,6 +13,7 @@
 #include "exit_codes.h"
 #include "munge_auth.h"
 #include "host.h"
+#include "text.h"
 #include "version.h"
 
 namespace tfb {
@@ -127,8 +128,16 @@ class engine {
                      fmt::format("bad host address '{}': expected HOST:PORT (set --addr or TFBARRIER_ADDR)", o_.addr)});
       co_return false;
     }
-    auto give_up_at = clock::now() + o_.connect_timeout;
-    // The same deadline bounds the handshake: a frozen host is "unreachable", not "slow".
+    // One budget from the start, or from the loss of a connection on which the
+    // host had answered the request, until the host answers it (again): the
+    // same deadline bounds the handshake and the request's first reply, so a
+    // frozen host, or one that greets and then closes or falls silent time
+    // after time, is "unreachable" within --connect-timeout, not for ever.
+    if (acknowledged_) {
+      acknowledged_ = false;
+      budget_from_ = clock::now();
+    }
+    auto give_up_at = budget_from_ + o_.connect_timeout;
     deadline_.expires_at(give_up_at);
     deadline_.async_wait([this](asio::error_code ec) {
       if (ec) return;
@@ -218,7 +227,7 @@ class engine {
       // Reconnect with backoff and send the same request again: the host knows our id.
       if (lost != retry_with_secret) lost_ = lost;
       if (!o_.quiet_reconnect && lost != retry_with_secret)
-        fmt::print(stderr, "tfbarrier: {}; reconnecting\n", lost);
+        tfb::print(stderr, "tfbarrier: {}; reconnecting\n", lost);
       socket_ = tcp::socket(io_);
       ++conn_gen_;
       out_.clear();
@@ -298,6 +307,22 @@ class engine {
                                          o_.addr)});
               co_return std::string();
             }
+            if (hr->version != static_cast<std::uint32_t>(protocol_version)) {
+              finish(outcome{exit_code::protocol, "",
+                             fmt::format("the host at {} ({}) speaks protocol {}, and this tfbarrier {} speaks {}: run "
+                                         "the same version of tfbarrier on the host and in the job",
+                                         o_.addr, hr->server.empty() ? "unnamed" : hr->server, hr->version, version,
+                                         protocol_version)});
+              co_return std::string();
+            }
+            if (hr->auth != "none" && hr->auth != "hmac" && hr->auth != "munge") {
+              finish(outcome{exit_code::protocol, "",
+                             fmt::format("the host at {} asks for authentication {}, which this tfbarrier {} does not "
+                                         "know (it knows none, hmac and munge): run the same version of tfbarrier "
+                                         "on the host and in the job",
+                                         o_.addr, quote_text(hr->auth), version)});
+              co_return std::string();
+            }
             if (hr->auth != "none" && pipelined_) {
               // The host authenticates: the request must wait for the handshake. Connect again.
               no_pipeline_ = true;
@@ -365,12 +390,16 @@ class engine {
             }
             greeted = true;
             greeted_ = true;
-            deadline_.cancel();
             // Keep-alives start once the host has answered: before that the connect deadline rules.
             if (resumable_) ping_loop();
             continue;
           }
           if (std::holds_alternative<proto::pong>(*rep)) continue;
+          if (!acknowledged_) {
+            // The host has answered the request: the connect budget is spent no more.
+            acknowledged_ = true;
+            deadline_.cancel();
+          }
           if (auto* sd = std::get_if<proto::shutdown>(&*rep)) {
             finish(outcome{exit_code::unreachable, "",
                            sd->text.empty() ? fmt::format("the host at {} shut down", o_.addr) : sd->text});
@@ -388,8 +417,9 @@ class engine {
       }
     } catch (const std::system_error& e) {
       if (done()) co_return std::string();
-      if (!greeted && timed_out_connecting_) {
-        finish(unreachable("connected, but the host did not answer: is it stopped or overloaded?"));
+      if (timed_out_connecting_) {
+        finish(unreachable(greeted ? "the host greeted, but did not answer the request: is it overloaded?"
+                                   : "connected, but the host did not answer: is it stopped or overloaded?"));
         co_return std::string();
       }
       if (silent_)
@@ -426,6 +456,8 @@ class engine {
   std::deque<std::string> out_;
   bool writing_ = false;
   bool timed_out_connecting_ = false;
+  bool acknowledged_ = false;                  // the host answered the request on this connection
+  clock::time_point budget_from_ = clock::now();  // when the --connect-timeout budget started
   std::string interrupt_note_;
 };
 

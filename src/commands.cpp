@@ -58,12 +58,13 @@ env_lookup process_env() {
 }
 
 std::optional<settings> resolve(const common_options& c, std::optional<std::uint32_t> n,
-                                std::optional<std::uint32_t> rank) {
+                                std::optional<std::uint32_t> rank, bool counts = true) {
   flag_inputs f;
   f.addr = c.addr;
   f.scope = c.scope;
   f.n = n;
   f.rank = rank;
+  f.counts = counts;
   std::string error;
   auto s = resolve_settings(f, process_env(), short_hostname(), error);
   if (!s) print_error(error);
@@ -89,7 +90,7 @@ void start_host(const settings& s, bool quiet) {
   std::string listen = s.addr();
   std::string log = default_log_file();
   if (!quiet)
-    fmt::print(stderr, "tfbarrier: no host answers at {}; starting one here (log: {})\n", listen, log);
+    tfb::print(stderr, "tfbarrier: no host answers at {}; starting one here (log: {})\n", listen, log);
   pid_t child = fork();
   if (child < 0) return;
   if (child == 0) {
@@ -159,11 +160,11 @@ connect_options connection(const settings& s, const common_options& c) {
 }
 
 int finish(const outcome& o, bool quiet) {
-  if (!o.out.empty()) fmt::print(stdout, "{}\n", o.out);
+  if (!o.out.empty()) tfb::print(stdout, "{}\n", o.out);
   std::fflush(stdout);
   if (!o.err.empty()) {
     if (o.exit_code == exit_code::released_continue || o.exit_code == exit_code::released_stop) {
-      if (!quiet) fmt::print(stderr, "tfbarrier: {}\n", o.err);
+      if (!quiet) tfb::print(stderr, "tfbarrier: {}\n", o.err);
     } else {
       print_error(o.err);
     }
@@ -184,15 +185,15 @@ class progress_printer {
                                                 p.n ? std::to_string(*p.n) : "?", format_duration(p.waited));
     if (p.missing && !p.missing->empty()) line += fmt::format(", missing ranks {}", *p.missing);
     if (tty_) {
-      fmt::print(stderr, "\r\033[K{}", line);
+      tfb::print(stderr, "\r\033[K{}", line);
       shown_ = true;
     } else {
-      fmt::print(stderr, "tfbarrier: waiting at {}\n", line);
+      tfb::print(stderr, "tfbarrier: waiting at {}\n", line);
     }
     std::fflush(stderr);
   }
   void clear() {
-    if (tty_ && shown_) fmt::print(stderr, "\r\033[K");
+    if (tty_ && shown_) tfb::print(stderr, "\r\033[K");
     shown_ = false;
   }
 
@@ -203,7 +204,7 @@ class progress_printer {
 
 }  // namespace
 
-void print_error(const std::string& text) { fmt::print(stderr, "tfbarrier: error: {}\n", printable(text)); }
+void print_error(const std::string& text) { tfb::print(stderr, "tfbarrier: error: {}\n", printable(text)); }
 
 int run_wait(const wait_cmd_options& o) {
   auto s = resolve(o.common, o.n, o.rank);
@@ -251,14 +252,14 @@ int run_decide(const decide_options& o) {
   wo.timeout = o.timeout;
   if (!o.common.quiet)
     wo.on_note = [](const std::string& text) {
-      fmt::print(stderr, "tfbarrier: {}\n", text);
+      tfb::print(stderr, "tfbarrier: {}\n", text);
       std::fflush(stderr);
     };
   return finish(c->decide(d, wo), o.common.quiet);
 }
 
 int run_abort(const abort_options& o) {
-  auto s = resolve(o.common, std::nullopt, std::nullopt);
+  auto s = resolve(o.common, std::nullopt, std::nullopt, false);
   if (!s) return exit_code::usage;
   proto::abort_req a{*s->scope.value, o.name, o.reason};
   auto conn = connection(*s, o.common);
@@ -322,7 +323,7 @@ nlohmann::json status_json(const proto::status_reply& st) {
 }  // namespace
 
 int run_status(const status_options& o) {
-  auto s = resolve(o.common, std::nullopt, std::nullopt);
+  auto s = resolve(o.common, std::nullopt, std::nullopt, false);
   if (!s) return exit_code::usage;
   proto::status_req req{o.all_scopes ? "*" : *s->scope.value, o.name, true};
   // A question, not a wait: with no host there, say so within 10 s, not 60.
@@ -335,33 +336,33 @@ int run_status(const status_options& o) {
   if (out.exit_code != 0 || !out.status) return finish(out, o.common.quiet);
   const auto& st = *out.status;
   if (o.json) {
-    fmt::print("{}\n", status_json(st).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+    tfb::print(stdout, "{}\n", status_json(st).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return 0;
   }
   if (st.barriers.empty()) {
-    fmt::print("no barriers{} on {}\n", o.all_scopes ? "" : fmt::format(" in scope {}", *s->scope.value), s->addr());
+    tfb::print(stdout, "no barriers{} on {}\n", o.all_scopes ? "" : fmt::format(" in scope {}", *s->scope.value), s->addr());
     return 0;
   }
-  fmt::print("{:<12} {:<16} {:>5} {:<9} {:>9} {:<5} {:<8} {:>8}  {}\n", "SCOPE", "NAME", "ROUND", "STATE", "ARRIVED",
+  tfb::print(stdout, "{:<12} {:<16} {:>5} {:<9} {:>9} {:<5} {:<8} {:>8}  {}\n", "SCOPE", "NAME", "ROUND", "STATE", "ARRIVED",
              "CHIEF", "VERDICT", "OPEN FOR", "MISSING RANKS");
   for (const auto& b : st.barriers) {
     std::string arrived = fmt::format("{}/{}", b.arrived, b.n ? std::to_string(*b.n) : "?");
-    fmt::print("{:<12} {:<16} {:>5} {:<9} {:>9} {:<5} {:<8} {:>8}  {}\n", b.scope, b.name, b.gen, b.state, arrived,
+    tfb::print(stdout, "{:<12} {:<16} {:>5} {:<9} {:>9} {:<5} {:<8} {:>8}  {}\n", b.scope, b.name, b.gen, b.state, arrived,
                b.chief ? "yes" : "no", proto::to_string(b.v), format_duration(duration(b.age_ms)),
                b.missing ? (b.missing->empty() ? "none" : *b.missing) : "-");
-    if (b.state == "aborted") fmt::print("    aborted{}{}\n", b.reason.empty() ? "" : ": ", b.reason);
+    if (b.state == "aborted") tfb::print(stdout, "    aborted{}{}\n", b.reason.empty() ? "" : ": ", b.reason);
     if (!o.name.empty())
       for (const auto& m : b.members) {
         std::string rank = m.rank ? fmt::format("rank {}", *m.rank) : "no rank";
         if (m.host.empty())  // restored from the host's journal; its host and pid come back with it
-          fmt::print("    {:<10} present before the host restarted, not back yet{}\n", rank, m.chief ? " (chief)" : "");
+          tfb::print(stdout, "    {:<10} present before the host restarted, not back yet{}\n", rank, m.chief ? " (chief)" : "");
         else
-          fmt::print("    {:<10} {} pid {}{}, arrived {} ago\n", rank, m.host, m.pid, m.chief ? " (chief)" : "",
+          tfb::print(stdout, "    {:<10} {} pid {}{}, arrived {} ago\n", rank, m.host, m.pid, m.chief ? " (chief)" : "",
                      format_duration(duration(m.age_ms)));
       }
     if (!o.name.empty())
       for (const auto& g : b.gone)
-        fmt::print("    {:<10} {} pid {}: {} {} ago\n", g.rank ? fmt::format("rank {}", *g.rank) : "no rank", g.host,
+        tfb::print(stdout, "    {:<10} {} pid {}: {} {} ago\n", g.rank ? fmt::format("rank {}", *g.rank) : "no rank", g.host,
                    g.pid, g.how, format_duration(duration(g.ago_ms)));
   }
   return 0;
@@ -374,14 +375,14 @@ int run_secret(const secret_options& o) {
     print_error(error);
     return exit_code::usage;
   }
-  fmt::print("{}\n", path);
+  tfb::print(stdout, "{}\n", path);
   return 0;
 }
 
 int run_config(const config_options& o) {
   auto s = resolve(o.common, o.n, o.rank);
   if (!s) return exit_code::usage;
-  fmt::print("{}", o.json ? settings_to_json(*s) + "\n" : settings_to_text(*s));
+  tfb::print(stdout, "{}", o.json ? settings_to_json(*s) + "\n" : settings_to_text(*s));
   return 0;
 }
 
@@ -389,11 +390,22 @@ int run_serve(const serve_options& o) {
   host_options h;
   if (o.listen.empty()) {
     common_options none;
-    auto s = resolve(none, std::nullopt, std::nullopt);
+    auto s = resolve(none, std::nullopt, std::nullopt, false);
     if (!s) return exit_code::usage;
     h.listen = s->addr();
   } else {
     h.listen = o.listen;
+    // A malformed address is a usage error (2), as a client's --addr is, not
+    // "host unreachable" (69) from the listener.
+    std::string lhost, lport;
+    if (!split_host_port(h.listen, lhost, lport)) {
+      const char* env = std::getenv("TFBARRIER_LISTEN");
+      bool typed = !(env && o.listen == env);
+      print_error(fmt::format("{}{} is not an address to listen on: use HOST:PORT, :PORT (all interfaces) or "
+                              "[IPv6]:PORT, with a port from 0 to 65535 (0 picks a free one)",
+                              typed ? "" : "TFBARRIER_LISTEN=", quote_text(h.listen)));
+      return exit_code::usage;
+    }
   }
   h.idle_exit = o.idle_exit;
   h.forget_after = o.forget_after;
@@ -438,7 +450,7 @@ int run_serve(const serve_options& o) {
         }
         std::string note = fmt::format("created the shared secret {} (mode 0600)", path);
         if (daemon) daemon_note(note);
-        else fmt::print(stderr, "tfbarrier: {}\n", note);
+        else tfb::print(stderr, "tfbarrier: {}\n", note);
         return 0;
       };
     } else if (exists && !h.munge) {
@@ -460,7 +472,7 @@ int run_serve(const serve_options& o) {
       h.log = logf;
     }
     h.on_listening = [](const std::string& addr) {
-      fmt::print(stdout, "TFBARRIER_ADDR={}\n", addr);
+      tfb::print(stdout, "TFBARRIER_ADDR={}\n", addr);
       std::fflush(stdout);
     };
     int rc = run_host(h, error);
@@ -523,14 +535,14 @@ int run_serve(const serve_options& o) {
   close(fds[0]);
   while (got.starts_with("NOTE ")) {  // what the child would have said on stderr, which is its log
     std::size_t eol = got.find('\n');
-    fmt::print(stderr, "tfbarrier: {}\n", got.substr(5, eol == std::string::npos ? eol : eol - 5));
+    tfb::print(stderr, "tfbarrier: {}\n", got.substr(5, eol == std::string::npos ? eol : eol - 5));
     got.erase(0, eol == std::string::npos ? got.size() : eol + 1);
   }
   if (got.starts_with("OK ")) {
     std::string addr = got.substr(3);
     while (!addr.empty() && (addr.back() == '\n' || addr.back() == '\r')) addr.pop_back();
-    fmt::print("TFBARRIER_ADDR={0}; export TFBARRIER_ADDR;\nTFBARRIER_PID={1}; export TFBARRIER_PID;\n", addr, pid);
-    fmt::print(stderr, "tfbarrier: host pid {} listening on {} (log: {})\n", pid, addr, log);
+    tfb::print(stdout, "TFBARRIER_ADDR={0}; export TFBARRIER_ADDR;\nTFBARRIER_PID={1}; export TFBARRIER_PID;\n", addr, pid);
+    tfb::print(stderr, "tfbarrier: host pid {} listening on {} (log: {})\n", pid, addr, log);
     return 0;
   }
   std::string text = got.starts_with("ERR ") ? got.substr(4) : "the host exited before it was listening";

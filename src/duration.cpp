@@ -53,7 +53,8 @@ std::string format_duration(duration d) {
   if (ms < 0) ms = 0;
   if (ms < 1000) return fmt::format("{}ms", ms);
   std::int64_t s = ms / 1000;
-  if (s < 60) return fmt::format("{}s", s);
+  // Tenths under a minute: a --timeout of 1500ms "timed out after 1.5s", not "1s".
+  if (s < 60) return ms % 1000 ? fmt::format("{}.{}s", s, ms % 1000 / 100) : fmt::format("{}s", s);
   if (s < 3600) return fmt::format("{}m{}s", s / 60, s % 60);
   return fmt::format("{}h{}m", s / 3600, (s % 3600) / 60);
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <asio.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +25,7 @@
 #include "munge_auth.h"
 #include "exit_codes.h"
 #include "journal.h"
+#include "text.h"
 #include "version.h"
 
 namespace tfb {
@@ -120,7 +122,7 @@ class server {
     localtime_r(&tt, &tm);
     char buf[32];
     std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-    fmt::print(opts_.log, "{}.{:03d} tfbarrier[{}]: {}\n", buf, static_cast<int>(ms), getpid(), text);
+    tfb::print(opts_.log, "{}.{:03d} tfbarrier[{}]: {}\n", buf, static_cast<int>(ms), getpid(), text);
     std::fflush(opts_.log);
   }
   void event(std::string_view text) {
@@ -716,7 +718,9 @@ awaitable<void> server::accept_loop() {
 awaitable<void> server::prune_loop() {
   while (!stopping_) {
     asio::error_code ec;
-    prune_timer_.expires_after(std::min<duration>(opts_.forget_after, std::chrono::minutes(1)));
+    // Checked four times per --forget-after (at most once a minute): a barrier
+    // is forgotten within a quarter of it after it has been idle for it.
+    prune_timer_.expires_after(std::clamp<duration>(opts_.forget_after / 4, 100ms, std::chrono::minutes(1)));
     co_await prune_timer_.async_wait(asio::redirect_error(use_awaitable, ec));
     if (ec || stopping_) break;
     state_.prune(now(), opts_.forget_after.count());

@@ -212,7 +212,8 @@ class resolver {
 
   std::optional<settings> run() {
     detect_launcher();
-    if (!resolve_address() || !resolve_n() || !resolve_rank() || !resolve_scope()) return std::nullopt;
+    if (!resolve_address() || (flags_.counts && (!resolve_n() || !resolve_rank())) || !resolve_scope())
+      return std::nullopt;
     resolve_node();
     decide_may_start();
     return s_;

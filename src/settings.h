@@ -22,6 +22,10 @@ struct flag_inputs {
   std::optional<std::uint32_t> n;    // --n
   std::optional<std::uint32_t> rank; // --rank
   std::optional<std::string> scope;  // --scope
+  // false for commands that take no --n or --rank (status, abort, serve): the
+  // variables that give n and rank are then not read, so that a bad one
+  // (TFBARRIER_N=abc) cannot stop a command that does not use it.
+  bool counts = true;
 };
 
 /// A value and where it came from: "flag:--n", "env:SLURM_NTASKS", "default", ...

@@ -1,11 +1,25 @@
 #pragma once
-// Quoting what a user typed inside an error message.
+// Quoting what a user typed inside an error message, and printing it.
 #include <cstddef>
+#include <cstdio>
 #include <fmt/format.h>
+#include <iterator>
 #include <string>
 #include <string_view>
 
 namespace tfb {
+
+/// fmt::print that cannot end the process. fmt::print throws when a write
+/// fails (the terminal of a closed ssh session, a pipe whose reader exited, a
+/// full disk), and the throw ended the host at its next log line (SIGABRT,
+/// or a hang when it came out of a detached coroutine), and a `wait` with exit
+/// 134 instead of its own code. What cannot be written is dropped.
+template <typename... T>
+void print(std::FILE* f, fmt::format_string<T...> format, T&&... args) {
+  fmt::memory_buffer buf;
+  fmt::format_to(std::back_inserter(buf), format, std::forward<T>(args)...);
+  if (std::fwrite(buf.data(), 1, buf.size(), f) != buf.size()) std::clearerr(f);
+}
 
 /// "value" with quotes and backslashes escaped, control bytes as \xNN, and
 /// anything past max_chars cut to "...": safe to print whatever came in.

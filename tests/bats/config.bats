@@ -265,6 +265,21 @@ slurm_step=(SLURM_JOB_ID=4242 SLURM_STEP_NUM_TASKS=6 SLURM_PROCID=3 SLURM_STEP_N
   NAMED=TFBARRIER_SCOPE bad_value "TFBARRIER_SCOPE=$(printf 'x%.0s' {1..129})"
 }
 
+@test "status and abort do not read the n and rank variables: a bad one does not stop them" {
+  # status is what one runs when a job is misconfigured; neither takes --n or --rank.
+  start_host
+  TFBARRIER_N=abc TFBARRIER_RANK=x run --separate-stderr timeout 20 "$TFB" status
+  assert_success
+  SLURM_JOB_ID=1 SLURM_JOB_NODELIST=n1 SLURM_NTASKS=xyz run --separate-stderr timeout 20 "$TFB" status --all-scopes
+  assert_success
+  TFBARRIER_N=abc run --separate-stderr timeout 20 "$TFB" abort --name zz --quiet
+  assert_success
+  # wait, which uses them, still names the bad one.
+  TFBARRIER_N=abc run --separate-stderr timeout 20 "$TFB" wait --name zz
+  assert_equal "$status" 2
+  [[ $stderr == *'TFBARRIER_N="abc"'* ]]
+}
+
 @test "bad launcher values exit 2 and name the variable" {
   NAMED=SLURM_JOB_ID bad_value SLURM_JOB_ID=abc SLURM_STEP_NODELIST=n1
   NAMED=SLURM_PROCID bad_value SLURM_JOB_ID=1 SLURM_STEP_NODELIST=n1 SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=x

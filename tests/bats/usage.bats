@@ -164,6 +164,24 @@ host_untouched() {
   done
 }
 
+@test "serve with an address it cannot parse is a usage error (2), not an unreachable host (69)" {
+  local a
+  for a in garbage 127.0.0.1:99999 :abc '[::1]7727'; do
+    usage_error serve --listen "$a"
+    [[ $stderr == *"is not an address to listen on: use HOST:PORT"* ]]
+  done
+  TFBARRIER_LISTEN=nonsense usage_error serve
+  [[ $stderr == *'TFBARRIER_LISTEN="nonsense" is not an address to listen on'* ]]
+}
+
+@test "serve --forget-after below 1s is a usage error: 0 spun the host at 100% CPU" {
+  local v
+  for v in 0 999ms; do
+    usage_error serve --listen 127.0.0.1:0 --forget-after "$v"
+    [[ $stderr == *"--forget-after: \"$v\" is too short: use at least 1s"* ]]
+  done
+}
+
 @test "--help says what each option takes (DUR, FILE, HOST:PORT), not CLI11's TEXT:DUR" {
   run -0 "$TFB" wait --help
   assert_line --regexp '^  --timeout DUR \(env TFBARRIER_TIMEOUT\)$'

@@ -104,7 +104,9 @@ TEST(FormatDuration, Milliseconds) {
 
 TEST(FormatDuration, Seconds) {
   EXPECT_EQ(format_duration(1000ms), "1s");
-  EXPECT_EQ(format_duration(1999ms), "1s");
+  EXPECT_EQ(format_duration(1500ms), "1.5s");  // not "1s": a --timeout 1500ms is told as it was
+  EXPECT_EQ(format_duration(1999ms), "1.9s");
+  EXPECT_EQ(format_duration(59999ms), "59.9s");
   EXPECT_EQ(format_duration(59s), "59s");
 }
 

@@ -651,6 +651,24 @@ TEST(N, ExactMessagesForTfbarrierNAndTheFlag) {
   EXPECT_EQ(err({}, with_n(1000001)), "--n 1000001 is out of range: the number of tasks runs from 1 to 1000000");
 }
 
+// status, abort and serve take no --n or --rank: a bad variable for them is
+// not theirs to check (`status` is what one runs when a job is misconfigured).
+TEST(N, CommandsWithoutCountsDoNotReadThem) {
+  flag_inputs none;
+  none.counts = false;
+  env_map env = slurm_salloc();
+  env["SLURM_NTASKS"] = "xyz";
+  env["TFBARRIER_RANK"] = "-1";
+  auto s = ok(env, none);
+  EXPECT_FALSE(s.n.value);
+  EXPECT_FALSE(s.rank.value);
+  EXPECT_EQ(s.addr(), ok(slurm_salloc()).addr());
+  EXPECT_EQ(s.scope.value, ok(slurm_salloc()).scope.value);
+  EXPECT_FALSE(ok({{"TFBARRIER_N", "abc"}}, none).n.value);
+  // The same variables still stop a command that uses them.
+  EXPECT_CONTAINS(err(env), "SLURM_NTASKS=\"xyz\"");
+}
+
 TEST(N, NotNumbers) {
   for (std::string bad : {" 4", "4 ", "+4", "-4", "4.0", "0x4", "4e2", "99999999999999999999999", "four"}) {
     EXPECT_CONTAINS(err({{"TFBARRIER_N", bad}}), "TFBARRIER_N=\"" + bad + "\"");
