@@ -180,7 +180,13 @@ bool barrier_set::check_join(barrier& b, conn_id c, const std::optional<std::uin
 
 void barrier_set::add_member(barrier& b, conn_id c, member m, millis now) {
   round& r = b.open;
-  if (r.members.empty()) r.opened = now;
+  if (!r.started) {
+    // The round's age runs from its first arrival, and goes on if all withdraw.
+    r.started = true;
+    r.opened = now;
+  }
+  // Who comes back (the same rank, or an unranked participant with its id) is no longer gone.
+  std::erase_if(r.departed, [&](const gone& g) { return m.rank ? g.rank == m.rank : !g.rank && g.id == m.id; });
   m.since = now;
   if (m.rank) r.by_rank.emplace(*m.rank, c);
   if (m.chief) r.chief = c;
@@ -320,11 +326,15 @@ void barrier_set::decide(conn_id c, const proto::decide& d, const peer_info& p, 
       for (barrier* b : pick) names += (names.empty() ? "" : ", ") + b->name;
       if (pick.empty())
         error(proto::error_kind::ambiguous,
-              fmt::format("no barrier of scope {} awaits a verdict; give --name NAME", d.scope));
-      else
+              fmt::format("no barrier of scope {} awaits a verdict or has an open round; give --name NAME", d.scope));
+      else if (!awaiting.empty())
         error(proto::error_kind::ambiguous,
               fmt::format("{} barriers of scope {} await a verdict ({}); give --name NAME", pick.size(), d.scope,
                           names));
+      else
+        error(proto::error_kind::ambiguous,
+              fmt::format("none awaits a verdict, and {} barriers of scope {} have an open round ({}); give --name NAME",
+                          pick.size(), d.scope, names));
       return;
     }
     bp = pick.front();
@@ -477,7 +487,7 @@ void barrier_set::leave(conn_id c, departure how, millis now, output& out) {
   out.log.push_back(fmt::format("leave {}: {} withdrew ({}), {}/{}", label(b, r->gen), describe(m),
                                 how_text[static_cast<int>(how)], r->members.size() - 1,
                                 r->n ? std::to_string(*r->n) : "?"));
-  if (r->departed.size() < max_departed) r->departed.push_back(gone{m.rank, m.host, m.pid, how, now});
+  if (r->departed.size() < max_departed) r->departed.push_back(gone{m.rank, m.host, m.pid, how, now, m.id});
   if (m.rank) r->by_rank.erase(*m.rank);
   r->by_id.erase(m.id);
   if (r->chief == c) r->chief.reset();

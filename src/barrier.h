@@ -105,6 +105,7 @@ class barrier_set {
     std::uint32_t pid = 0;
     departure how = departure::disconnected;
     millis when = 0;
+    std::string id;  ///< the participant's id: an unranked one that comes back has the same
   };
   struct finished {
     std::uint64_t gen = 0;
@@ -124,9 +125,10 @@ class barrier_set {
     std::string message;
     std::string verdict_by;
     std::vector<conn_id> deciders;  ///< DECIDE wait=1 connections that are not members
-    millis opened = 0;
+    millis opened = 0;        ///< when the round was created; from its first arrival on, when that came
+    bool started = false;     ///< someone has arrived (they may all have left since)
     bool gathered = false;
-    std::vector<gone> departed;  ///< who left before release (bounded)
+    std::vector<gone> departed;  ///< who left before release and has not come back (bounded)
     std::vector<std::string> decider_ids;
   };
   using key = std::pair<std::string, std::string>;  // scope, name

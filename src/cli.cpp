@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string_view>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commands.h"
 #include "exit_codes.h"
@@ -430,6 +431,14 @@ int run_cli(int argc, char** argv) {
     for (auto* sub : app.get_subcommands()) which = sub->get_name();
     // CLI11 writes sentences ("The following argument was not expected: x"); ours start lower-case.
     std::string text = e.what();
+    // CLI11 checks required options before unknown arguments, so a typo such
+    // as `wait --nme x` would be reported as the missing --name: name the typo.
+    // And list unexpected arguments in the order given (CLI11 reverses them).
+    if (dynamic_cast<const CLI::RequiredError*>(&e) || dynamic_cast<const CLI::ExtrasError*>(&e))
+      for (auto* sub : app.get_subcommands())
+        if (auto extra = sub->remaining(); !extra.empty())
+          text = fmt::format("the following argument{} not expected: {}", extra.size() > 1 ? "s were" : " was",
+                             fmt::join(extra, " "));
     if (text.size() > 1 && text[0] >= 'A' && text[0] <= 'Z' && text[1] >= 'a' && text[1] <= 'z')
       text[0] = static_cast<char>(text[0] - 'A' + 'a');
     // "--timeout: 1 required TEXT:DUR missing": say it plainly.

@@ -229,7 +229,8 @@ void session::start() {
     if (e || (self->hello_ && !self->awaiting_auth_) || self->stopped_) return;
     self->srv_.event(fmt::format("bad client {}: no {} within the handshake timeout", self->remote_,
                                  self->hello_ ? "AUTH" : "HELLO"));
-    self->send(proto::format_reply(proto::error_reply{proto::error_kind::timeout, "no HELLO in time"}), true);
+    self->send(proto::format_reply(proto::error_reply{proto::error_kind::timeout,
+                                                      self->hello_ ? "no AUTH in time" : "no HELLO in time"}), true);
   });
   asio::error_code nb;
   socket_.non_blocking(true, nb);

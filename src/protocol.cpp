@@ -60,12 +60,12 @@ class reader {
     if (!v || *v == "-") return fallback;
     return *v;
   }
-  std::optional<std::uint32_t> optional_u32(std::string_view key, std::uint32_t max) {
+  std::optional<std::uint32_t> optional_u32(std::string_view key, std::uint32_t min, std::uint32_t max) {
     const std::string* v = l_.get(key);
     if (!v || *v == "-") return std::nullopt;
     auto n = to_uint<std::uint32_t>(*v);
-    if (!n || *n > max) {
-      fail(fmt::format("{}={} is not a number from 0 to {}", key, *v, max));
+    if (!n || *n < min || *n > max) {
+      fail(fmt::format("{}={} is not a number from {} to {}", key, *v, min, max));
       return std::nullopt;
     }
     return n;
@@ -302,8 +302,8 @@ std::variant<request, request_error> parse_request(std::string_view raw) {
       h.version = n.value_or(0);
     }
     h.host = r.optional_str("host", "?");
-    if (auto pid = r.optional_u32("pid", 0x7fffffff)) h.pid = *pid;
-    if (auto ka = r.optional_u32("keepalive", 3'600'000)) h.keepalive_ms = *ka;
+    if (auto pid = r.optional_u32("pid", 0, 0x7fffffff)) h.pid = *pid;
+    if (auto ka = r.optional_u32("keepalive", 0, 3'600'000)) h.keepalive_ms = *ka;
     h.nonce = r.optional_str("nonce");
     out = h;
   } else if (l->verb == "ARRIVE") {
@@ -312,9 +312,8 @@ std::variant<request, request_error> parse_request(std::string_view raw) {
     a.scope = check_name(r, "scope", false);
     a.id = r.required("id");
     if (r.ok() && !valid_id(a.id)) r.fail(fmt::format("id={} is not 1-64 letters and digits", a.id));
-    a.n = r.optional_u32("n", max_n);
-    if (a.n && *a.n == 0) r.fail("n=0: a barrier needs at least one participant");
-    a.rank = r.optional_u32("rank", max_n - 1);
+    a.n = r.optional_u32("n", 1, max_n);
+    a.rank = r.optional_u32("rank", 0, max_n - 1);
     a.chief = r.flag("chief", false);
     if (r.ok() && a.n && a.rank && *a.rank >= *a.n)
       r.fail(fmt::format("rank={} is not below n={}", *a.rank, *a.n));
@@ -331,9 +330,8 @@ std::variant<request, request_error> parse_request(std::string_view raw) {
       if (!pv) r.fail(fmt::format("verdict={} must be continue or stop", v));
       d.v = pv.value_or(verdict::none);
     }
-    d.n = r.optional_u32("n", max_n);
-    if (d.n && *d.n == 0) r.fail("n=0: a barrier needs at least one participant");
-    d.rank = r.optional_u32("rank", max_n - 1);
+    d.n = r.optional_u32("n", 1, max_n);
+    d.rank = r.optional_u32("rank", 0, max_n - 1);
     if (r.ok() && d.n && d.rank && *d.rank >= *d.n)
       r.fail(fmt::format("rank={} is not below n={}", *d.rank, *d.n));
     d.wait = r.flag("wait", true);
@@ -567,7 +565,7 @@ std::string format_reply(const reply& rep) {
 }
 
 namespace {
-std::optional<std::uint32_t> opt_field(reader& r, std::string_view key) { return r.optional_u32(key, 0xffffffffu); }
+std::optional<std::uint32_t> opt_field(reader& r, std::string_view key) { return r.optional_u32(key, 0, 0xffffffffu); }
 }  // namespace
 
 std::optional<reply> reply_reader::feed(std::string_view raw, std::string& error) {

@@ -282,7 +282,7 @@ class resolver {
         return fail(fmt::format("TFBARRIER_HOST={} is not a host name or IP address: {}; fix it, or pass --addr HOST:PORT",
                                 quote_text(*h), why));
       s_.host = {*host, "env:TFBARRIER_HOST"};
-      host_named_ = true;
+      s_.addr_explicit = true;  // the man page's "explicit": --addr, TFBARRIER_ADDR or TFBARRIER_HOST
       return true;
     }
     if (s_.launcher == "slurm") {
@@ -475,7 +475,7 @@ class resolver {
   }
 
   void decide_may_start() {
-    if (s_.addr_explicit || host_named_) {
+    if (s_.addr_explicit) {
       s_.may_start_host = false;
     } else if (s_.launcher == "slurm") {
       s_.may_start_host = s_.node.value && s_.host.value && *s_.node.value == *s_.host.value;
@@ -491,7 +491,6 @@ class resolver {
   std::string_view hostname_;
   std::string& error_;
   settings s_;
-  bool host_named_ = false;  ///< the host came from TFBARRIER_HOST
 };
 
 template <class T>

@@ -43,7 +43,7 @@ struct settings {
   sourced<std::uint32_t> rank;
   sourced<std::string> scope;    ///< barrier namespace: job and attempt
   sourced<std::string> node;     ///< this machine's node name (SLURMD_NODENAME, else hostname passed in)
-  bool addr_explicit = false;    ///< from --addr or TFBARRIER_ADDR: never self-start a host
+  bool addr_explicit = false;    ///< from --addr, TFBARRIER_ADDR or TFBARRIER_HOST: never self-start a host
   bool may_start_host = false;   ///< this process belongs on the host's node and may start it
   std::vector<std::string> warnings;
 

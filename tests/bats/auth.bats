@@ -98,6 +98,30 @@ PY
   assert_output --regexp "^ERR (mac=[0-9a-f]+ )?AUTH :a line without a valid MAC"
 }
 
+@test "the handshake timeout names what is missing: HELLO, or AUTH after HELLO" {
+  # Both connections wait out the host's 10 s handshake timeout side by side.
+  start_host --secret-file "$SECRET"
+  run /usr/bin/python3 - 127.0.0.1 "${TFBARRIER_ADDR##*:}" <<'PY'
+import socket, sys, threading
+host, port = sys.argv[1], int(sys.argv[2])
+got = {}
+def one(key, hello):
+    s = socket.create_connection((host, port), timeout=20); f = s.makefile("rwb")
+    if hello:
+        f.write(b"HELLO v=1 host=t pid=1 nonce=" + b"ab" * 16 + b"\n"); f.flush()
+        f.readline()  # the host's HELLO
+    got[key] = f.readline().decode().strip()
+ts = [threading.Thread(target=one, args=(k, h)) for k, h in (("silent", False), ("hello", True))]
+for t in ts: t.start()
+for t in ts: t.join()
+print("silent:", got["silent"]); print("hello:", got["hello"])
+PY
+  assert_success
+  assert_line "silent: ERR TIMEOUT :no HELLO in time"
+  assert_line "hello: ERR TIMEOUT :no AUTH in time"
+  wait_for_log "no AUTH within the handshake timeout"
+}
+
 @test "serve beyond loopback without a secret makes one on first use (or uses MUNGE)" {
   run -0 timeout 10 "$TFB" serve --listen 0.0.0.0:0 --idle-exit 200ms --no-munge
   assert_output --partial "created the shared secret $HOME/.tfbarrier/secret"

@@ -216,7 +216,7 @@ slurm_step=(SLURM_JOB_ID=4242 SLURM_STEP_NUM_TASKS=6 SLURM_PROCID=3 SLURM_STEP_N
     may_start_host=false
 
   cfg "${slurm_step[@]}" TFBARRIER_HOST=h TFBARRIER_PORT=3000
-  has_fields addr=h:3000 source.host=env:TFBARRIER_HOST source.port=env:TFBARRIER_PORT addr_explicit=false \
+  has_fields addr=h:3000 source.host=env:TFBARRIER_HOST source.port=env:TFBARRIER_PORT addr_explicit=true \
     may_start_host=false
 
   # Each half alone: the other half still comes from the launcher.

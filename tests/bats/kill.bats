@@ -36,6 +36,28 @@ teardown() { teardown_common; }
   run grep 'release k#' "$HOST_LOG"
   assert_failure
 
+  # In another barrier, both ranks are killed and come back as new processes,
+  # a second later: they are members again and no longer listed as gone, and
+  # the round's age runs from its first arrival, not from the return.
+  spawn_wait q0 --name k2 --n 4 --rank 0
+  spawn_wait q1 --name k2 --n 4 --rank 1
+  wait_arrived k2 2
+  kill -9 "$(pid_of q0)" "$(pid_of q1)"
+  finish q0
+  finish q1
+  wait_arrived k2 0
+  sleep 1
+  spawn_wait q0b --name k2 --n 4 --rank 0
+  spawn_wait q1b --name k2 --n 4 --rank 1
+  wait_arrived k2 2
+  run -0 "$TFB" status --name k2 --json
+  assert_equal "$(json_each barriers.0.members rank)" "$(printf '0\n1')"
+  assert_json barriers.0.gone '[]'
+  assert_json barriers.0.missing '"2-3"'
+  [ "$(json barriers.0.age_ms)" -ge 1000 ]
+  run -0 "$TFB" abort --name k2
+  expect_exits 3 q0b q1b
+
   # Rank 1 comes back as a new process: now all three are present.
   run -0 timeout 20 "$TFB" wait --name k --n 3 --rank 1
   expect_exits 0 p0 p2

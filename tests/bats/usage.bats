@@ -217,6 +217,20 @@ host_untouched() {
   host_untouched
 }
 
+@test "a mistyped option is named, even when it leaves a required one out; extras keep their order" {
+  usage_error wait --nme x --n 2
+  [[ $stderr == "tfbarrier: error: the following arguments were not expected: --nme x"* ]]
+  usage_error wait --bogus
+  [[ $stderr == "tfbarrier: error: the following argument was not expected: --bogus"* ]]
+  usage_error abort --reson hi
+  [[ $stderr == "tfbarrier: error: the following arguments were not expected: --reson hi"* ]]
+  usage_error decide --name x
+  [[ $stderr == "tfbarrier: error: verdict is required"* ]]
+  usage_error wait --name x --n 2 a1 a2
+  [[ $stderr == "tfbarrier: error: the following arguments were not expected: a1 a2"* ]]
+  host_untouched
+}
+
 @test "an unknown command or a lone unknown option is a usage error that names it" {
   usage_error wiat --name x
   echo "tfbarrier wiat: $stderr"

@@ -180,7 +180,7 @@ class checker {
       if (round_m* r = round_of(x)) {
         if (x.member && !r->complete && !r->durable.count(x.id)) {
           r->present.erase(x.id);
-          ++r->departed;
+          if (r->departed.size() < 64) r->departed.push_back({rank_of(x), x.id});  // the host keeps 64
         }
         if (!x.member) r->deciders.erase(c);
       }
@@ -271,7 +271,7 @@ class checker {
     std::set<conn_id> deciders;                                   // waiting decider connections
     std::optional<vpair> decided, released;
     bool complete = false, aborted = false;
-    std::size_t departed = 0;
+    std::vector<std::pair<opt_u32, std::string>> departed;  // rank, id: who withdrew and has not come back
   };
   struct barrier_m {
     std::uint64_t epoch = 0;
@@ -351,6 +351,16 @@ class checker {
   void final_reply(conn_m& x, conn_id c, const output& out) {
     if (++x.finals > 1) fail("two final replies to connection " + std::to_string(c) + " for one request", out);
     x.waiting = false;
+  }
+  static opt_u32 rank_of(const conn_m& x) {
+    if (x.what == req::arrive && x.arr) return x.arr->rank;
+    if (x.what == req::decide && x.dec) return x.dec->rank;
+    return std::nullopt;
+  }
+  /// A withdrawn rank (or, unranked, the same id) that arrives again is no longer gone.
+  static void came_back(round_m& r, const conn_m& x) {
+    opt_u32 rank = rank_of(x);
+    std::erase_if(r.departed, [&](const auto& g) { return rank ? g.first == rank : !g.first && g.second == x.id; });
   }
   void join(conn_m& x, const bkey& k, std::uint64_t gen) {
     x.b = k;
@@ -482,6 +492,7 @@ class checker {
         if (!r.present.empty() && r.n && w->n != r.n) fail("WAITING with another n than the round's", out);
         r.n = w->n;
         if (!r.present.insert(x.id).second) fail("one id counted twice", out);
+        came_back(r, x);
         if (x.chief) {
           if (chief_present(r, x.id)) fail("a second chief in one round", out);
           r.chiefs.insert(x.id);
@@ -513,6 +524,7 @@ class checker {
           if (chief_present(r)) fail("a second chief in one round", out);
           if (r.decided) fail("a chief's arrival in a round that has a verdict", out);
           r.present.insert(x.id);
+          came_back(r, x);
           r.durable.insert(x.id);
           r.chiefs.insert(x.id);
           x.member = x.chief = true;
@@ -753,7 +765,7 @@ class checker {
       if (info.v != (r.decided ? r.decided->first : verdict::none)) bad("verdict disagrees with the model");
       if (!r.present.empty() && info.n != r.n) bad("n disagrees with the model");
       if (info.age_ms < 0) bad("negative age");
-      if (info.gone.size() != std::min<std::size_t>(r.departed, 64)) bad("GONE lines disagree with the model");
+      if (info.gone.size() != r.departed.size()) bad("GONE lines disagree with the model");
       // MEMBER and MISSING agree with each other.
       if (info.members.size() != std::min<std::size_t>(info.arrived, proto::max_member_lines)) bad("MEMBER count");
       bool all_ranked = true;

@@ -458,7 +458,7 @@ TEST_F(Barrier, DecideWithEmptyNameAndNoRoundIsAmbiguous) {
   ASSERT_EQ(o.sends.size(), 1u);
   std::string line = to(o, 1);
   EXPECT_TRUE(line.starts_with("ERR AMBIGUOUS :")) << line;
-  EXPECT_CONTAINS(line, "no barrier of scope default awaits a verdict");
+  EXPECT_CONTAINS(line, "no barrier of scope default awaits a verdict or has an open round");
   EXPECT_EQ(bs.barrier_count(), 0u);  // nothing was made up
   // A barrier in another scope does not count.
   arrive(2, "e", 2, none, false, "elsewhere");
@@ -493,10 +493,12 @@ TEST_F(Barrier, DecideWithEmptyNameFallsBackToTheOneOpenRound) {
   output o = decide(2, "", stop, "", true, none, 1);
   EXPECT_EQ(to(o, 2), "DECIDED name=e gen=1 verdict=stop arrived=2 n=2\nRELEASE name=e gen=1 verdict=stop delivered=1\n");
   EXPECT_EQ(to(o, 1), "RELEASE name=e gen=1 verdict=stop\n");
-  // Two open rounds: ambiguous.
+  // Two open rounds: ambiguous, and the error does not say they await a verdict.
   arrive(3, "a", 3);
   arrive(4, "b", 3);
-  EXPECT_TRUE(to(decide(5, "", stop), 5).starts_with("ERR AMBIGUOUS"));
+  EXPECT_EQ(to(decide(5, "", stop), 5),
+            "ERR AMBIGUOUS :none awaits a verdict, and 2 barriers of scope default have an open round (a, b); "
+            "give --name NAME\n");
 }
 
 // ---------------------------------------------------------------------------
@@ -827,9 +829,40 @@ TEST_F(Barrier, StatusOfAnAgedRoundAfterWithdrawal) {
   tick(1000);
   leave(1);
   tick(1000);
-  arrive(2, "e", 2);  // a fresh round starts with its first member
+  arrive(2, "e", 2);  // the round emptied and filled again: its age goes on
   tick(5);
-  EXPECT_CONTAINS(status_of("e"), "arrived=1 chief=0 verdict=none age_ms=5\n");
+  EXPECT_CONTAINS(status_of("e"), "arrived=1 chief=0 verdict=none age_ms=2005\n");
+}
+
+TEST_F(Barrier, StatusAgeOfTheNextRoundRunsFromItsFirstArrival) {
+  arrive(1, "e", 1);  // released at once: round 2 is created, empty
+  tick(1000);
+  EXPECT_CONTAINS(status_of("e"), "gen=2 state=open n=- arrived=0 chief=0 verdict=none age_ms=1000\n");
+  arrive(2, "e", 2);
+  tick(5);
+  EXPECT_CONTAINS(status_of("e"), "gen=2 state=open n=2 arrived=1 chief=0 verdict=none age_ms=5\n");
+}
+
+TEST_F(Barrier, WhoComesBackIsNoLongerGone) {
+  arrive(1, "e", 4, 0);
+  arrive(2, "e", 4, 1);
+  arrive(3, "e", 4);  // unranked
+  leave(1);
+  leave(2);
+  leave(3);
+  tick(100);
+  arrive(4, "e", 4, 0);  // rank 0 again, another process
+  arrive(5, "e", 4);     // unranked, another participant: h3 pid 1003 stays gone
+  EXPECT_EQ(status_text("default", "e", true),
+            "BARRIER scope=default name=e gen=1 state=open n=4 arrived=2 chief=0 verdict=none age_ms=100\n"
+            "MEMBER rank=0 host=h4 pid=1004 chief=0 age_ms=0\n"
+            "MEMBER rank=- host=h5 pid=1005 chief=0 age_ms=0\n"
+            "GONE rank=1 host=h2 pid=1002 how=disconnected ago_ms=100\n"
+            "GONE rank=- host=h3 pid=1003 how=disconnected ago_ms=100\n"
+            "END\n");
+  comes_back(6, 3);
+  arrive(6, "e", 4);  // the unranked participant itself, on a new connection
+  EXPECT_EQ(status_text("default", "e", true).find("GONE rank=- host=h3"), std::string::npos);
 }
 
 TEST_F(Barrier, StatusScopesAndNames) {
@@ -1176,9 +1209,9 @@ TEST_F(Barrier, StatusListsWhoLeftBeforeTheRelease) {
 }
 
 TEST_F(Barrier, GoneListsOnlyWithdrawalsOfItsRound) {
-  arrive(1, "e", 2, 0);
+  arrive(1, "e", 2);
   leave(1);
-  arrive(2, "e", 2, 0);
+  arrive(2, "e", 2);
   chief(3, "e", 2, 1);  // gathered
   leave(2);             // not a withdrawal: all were present
   auto s = status("default", "e", true);

@@ -544,8 +544,10 @@ TEST(ParseArrive, BadNamesAndIds) {
 }
 
 TEST(ParseArrive, BadNumbers) {
-  EXPECT_CONTAINS(req_err("ARRIVE name=e scope=s id=a n=0").text, "n=0");
-  req_err("ARRIVE name=e scope=s id=a n=1000001");
+  // The range in the text is the one that holds: n=0 is refused too.
+  EXPECT_EQ(req_err("ARRIVE name=e scope=s id=a n=0").text, "n=0 is not a number from 1 to 1000000");
+  EXPECT_EQ(req_err("ARRIVE name=e scope=s id=a n=1000001").text, "n=1000001 is not a number from 1 to 1000000");
+  EXPECT_EQ(req_err("ARRIVE name=e scope=s id=a rank=1000000").text, "rank=1000000 is not a number from 0 to 999999");
   req_err("ARRIVE name=e scope=s id=a n=-1");
   req_err("ARRIVE name=e scope=s id=a n=x");
   req_err("ARRIVE name=e scope=s id=a n=3x");

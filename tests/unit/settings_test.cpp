@@ -331,7 +331,7 @@ TEST(Host, TfbarrierHostWinsOverEveryLauncher) {
     settings s = ok(env);
     EXPECT_EQ(s.host.value, "boss") << s.launcher;
     EXPECT_EQ(s.host.source, "env:TFBARRIER_HOST") << s.launcher;
-    EXPECT_FALSE(s.addr_explicit) << s.launcher;
+    EXPECT_TRUE(s.addr_explicit) << s.launcher;  // explicit as the man page defines it
     EXPECT_FALSE(s.may_start_host) << s.launcher;
   }
 }
