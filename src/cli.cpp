@@ -52,6 +52,16 @@ CLI::Validator name_validator() {
       "NAME");
 }
 
+CLI::Validator verdict_validator() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        if (s == "continue" || s == "stop") return {};
+        return fmt::format("{} is not a verdict: use continue (exit 0 for all) or stop (exit 1 for all)",
+                           quote_text(s));
+      },
+      "continue|stop");
+}
+
 CLI::Validator scope_validator() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
@@ -321,7 +331,7 @@ int run_cli(int argc, char** argv) {
   CLI::App* d = nullptr;
   if (want("decide")) {
     d = app.add_subcommand("decide", "Give the chief's verdict for the current round");
-    d->add_option("verdict", decide.verdict, "continue or stop")->required()->check(CLI::IsMember({"continue", "stop"}));
+    d->add_option("verdict", decide.verdict, "continue or stop")->required()->check(verdict_validator());
     d->add_option("--name", decide.name, "Barrier name (default: the one round that awaits a verdict)")
         ->envname("TFBARRIER_NAME")
         ->check(name_validator());

@@ -139,3 +139,19 @@ wait_all() {
   [[ $stderr != *"starting one here"* ]]
   [ ! -e "$LOG" ]
 }
+
+@test "status never starts a host: with none there it exits 69 and says where it looked" {
+  run -69 --separate-stderr env -i HOME="$HOME" PATH=/usr/bin:/bin TMPDIR="$BATS_TEST_TMPDIR" \
+    TFBARRIER_PORT="$PORT" "$TFB" status --connect-timeout 1s
+  echo "$stderr"
+  [[ $stderr == *"cannot reach the host at 127.0.0.1:$PORT within 1s"* ]]
+  [[ $stderr != *"starting one here"* ]]
+  [ ! -e "$LOG" ]
+  # A participant, in the same setting, does start one; status then sees it.
+  participant s1 p0 --n 2
+  run -0 --separate-stderr env -i HOME="$HOME" PATH=/usr/bin:/bin TMPDIR="$BATS_TEST_TMPDIR" \
+    TFBARRIER_PORT="$PORT" "$TFB" status --connect-timeout 20s
+  run -0 --separate-stderr env -i HOME="$HOME" PATH=/usr/bin:/bin TMPDIR="$BATS_TEST_TMPDIR" \
+    TFBARRIER_PORT="$PORT" "$TFB" wait --name s1 --n 2
+  wait_all 0
+}

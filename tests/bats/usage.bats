@@ -253,7 +253,7 @@ host_untouched() {
   local bad
   for bad in maybe STOP Continue ''; do
     usage_error decide "$bad" --name x
-    [[ $stderr == *verdict* ]]
+    [[ $stderr == "tfbarrier: error: verdict: \"$bad\" is not a verdict: use continue (exit 0 for all) or stop (exit 1 for all)"* ]]
   done
   usage_error decide --name x
   [[ $stderr == *"verdict is required"* ]]
