@@ -178,13 +178,16 @@ bool barrier_set::check_join(barrier& b, conn_id c, const std::optional<std::uin
   return true;
 }
 
+// The round's age runs from its first arrival, and goes on if all withdraw.
+void barrier_set::first_arrival(round& r, millis now) {
+  if (r.started) return;
+  r.started = true;
+  r.opened = now;
+}
+
 void barrier_set::add_member(barrier& b, conn_id c, member m, millis now) {
   round& r = b.open;
-  if (!r.started) {
-    // The round's age runs from its first arrival, and goes on if all withdraw.
-    r.started = true;
-    r.opened = now;
-  }
+  first_arrival(r, now);
   // Who comes back (the same rank, or an unranked participant with its id) is no longer gone.
   std::erase_if(r.departed, [&](const gone& g) { return m.rank ? g.rank == m.rank : !g.rank && g.id == m.id; });
   m.since = now;
@@ -604,6 +607,7 @@ void barrier_set::restore(const journal_entry& e, millis now) {
         m.durable = true;
         m.connected = false;
         conn_id c = restored_conn_base + next_restored_++;
+        first_arrival(r, now);
         if (m.rank) r.by_rank.emplace(*m.rank, c);
         r.chief = c;
         r.by_id[m.id] = c;

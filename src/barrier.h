@@ -150,6 +150,7 @@ class barrier_set {
 
   barrier& get(const std::string& scope, const std::string& name, millis now);
   round* find_round(barrier& b, std::uint64_t gen);
+  static void first_arrival(round& r, millis now);
   void complete(barrier& b, millis now, output& out);
   void release(barrier& b, round& r, output& out);
   void deliver_verdict(barrier& b, round& r, proto::verdict v, const std::string& message,

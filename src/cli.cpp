@@ -444,11 +444,15 @@ int run_cli(int argc, char** argv) {
     // CLI11 checks required options before unknown arguments, so a typo such
     // as `wait --nme x` would be reported as the missing --name: name the typo.
     // And list unexpected arguments in the order given (CLI11 reverses them).
+    // A lone `--` left over (`decide -- $EMPTY`) is not a typo: keep CLI11's text then.
     if (dynamic_cast<const CLI::RequiredError*>(&e) || dynamic_cast<const CLI::ExtrasError*>(&e))
-      for (auto* sub : app.get_subcommands())
-        if (auto extra = sub->remaining(); !extra.empty())
+      for (auto* sub : app.get_subcommands()) {
+        auto extra = sub->remaining();
+        std::erase(extra, "--");
+        if (!extra.empty())
           text = fmt::format("the following argument{} not expected: {}", extra.size() > 1 ? "s were" : " was",
                              fmt::join(extra, " "));
+      }
     if (text.size() > 1 && text[0] >= 'A' && text[0] <= 'Z' && text[1] >= 'a' && text[1] <= 'z')
       text[0] = static_cast<char>(text[0] - 'A' + 'a');
     // "--timeout: 1 required TEXT:DUR missing": say it plainly.

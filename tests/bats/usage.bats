@@ -226,6 +226,8 @@ host_untouched() {
   [[ $stderr == "tfbarrier: error: the following arguments were not expected: --reson hi"* ]]
   usage_error decide --name x
   [[ $stderr == "tfbarrier: error: verdict is required"* ]]
+  usage_error decide --name x --   # as `decide -- $V` with V empty
+  [[ $stderr == "tfbarrier: error: verdict is required"* ]]
   usage_error wait --name x --n 2 a1 a2
   [[ $stderr == "tfbarrier: error: the following arguments were not expected: a1 a2"* ]]
   host_untouched

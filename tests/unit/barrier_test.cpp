@@ -1317,6 +1317,25 @@ TEST_F(Barrier, RestoreAChiefsArrivalWithItsVerdict) {
   EXPECT_EQ(trace(decide(2, "e", stop, "halt")), "2: RELEASE name=e gen=3 verdict=stop delivered=0 :halt\n");
 }
 
+TEST_F(Barrier, ARestoredChiefsRoundKeepsItsAgeWhenOthersArrive) {
+  journal_entry j;
+  j.what = journal_entry::kind::verdict;
+  j.scope = "default";
+  j.name = "e";
+  j.gen = 1;
+  j.v = cont;
+  j.chief_arrival = true;
+  j.id = "k";
+  j.host = "n9";
+  j.pid = 9;
+  j.n = 3;
+  j.rank = 0;
+  bs.restore(j, now);
+  tick(1000);
+  arrive(1, "e", 3, 1);  // not the round's first arrival: the restored chief was
+  EXPECT_CONTAINS(status_of("e"), "arrived=2 chief=1 verdict=continue age_ms=1000\n");
+}
+
 TEST_F(Barrier, ARestoredChiefComesBackBeforeTheRelease) {
   journal_entry j;
   j.what = journal_entry::kind::verdict;
