@@ -1288,20 +1288,26 @@ TEST_F(Barrier, RestoreARelease) {
   EXPECT_EQ(trace(arrive(2, "e", 2)), "2: WAITING name=e gen=5 arrived=1 n=2\n");
 }
 
-TEST_F(Barrier, RestoreAChiefsArrivalWithItsVerdict) {
+/// The journal's record of a chief's one-step arrival: id "k" from n9 pid 9.
+journal_entry chief_entry(std::uint64_t gen, verdict v, std::uint32_t n, opt_u32 rank) {
   journal_entry j;
   j.what = journal_entry::kind::verdict;
   j.scope = "default";
   j.name = "e";
-  j.gen = 3;
-  j.v = stop;
-  j.message = "halt";
+  j.gen = gen;
+  j.v = v;
   j.chief_arrival = true;
   j.id = "k";
   j.host = "n9";
   j.pid = 9;
-  j.n = 2;
-  j.rank = 0;
+  j.n = n;
+  j.rank = rank;
+  return j;
+}
+
+TEST_F(Barrier, RestoreAChiefsArrivalWithItsVerdict) {
+  journal_entry j = chief_entry(3, stop, 2, 0);
+  j.message = "halt";
   bs.restore(j, now);
   EXPECT_FALSE(bs.active());
   EXPECT_EQ(status_text("default", "e", true),
@@ -1318,35 +1324,14 @@ TEST_F(Barrier, RestoreAChiefsArrivalWithItsVerdict) {
 }
 
 TEST_F(Barrier, ARestoredChiefsRoundKeepsItsAgeWhenOthersArrive) {
-  journal_entry j;
-  j.what = journal_entry::kind::verdict;
-  j.scope = "default";
-  j.name = "e";
-  j.gen = 1;
-  j.v = cont;
-  j.chief_arrival = true;
-  j.id = "k";
-  j.host = "n9";
-  j.pid = 9;
-  j.n = 3;
-  j.rank = 0;
-  bs.restore(j, now);
+  bs.restore(chief_entry(1, cont, 3, 0), now);
   tick(1000);
   arrive(1, "e", 3, 1);  // not the round's first arrival: the restored chief was
   EXPECT_CONTAINS(status_of("e"), "arrived=2 chief=1 verdict=continue age_ms=1000\n");
 }
 
 TEST_F(Barrier, ARestoredChiefComesBackBeforeTheRelease) {
-  journal_entry j;
-  j.what = journal_entry::kind::verdict;
-  j.scope = "default";
-  j.name = "e";
-  j.gen = 1;
-  j.v = stop;
-  j.chief_arrival = true;
-  j.id = "k";
-  j.n = 2;
-  bs.restore(j, now);
+  bs.restore(chief_entry(1, stop, 2, std::nullopt), now);
   ids[2] = "k";
   EXPECT_EQ(trace(decide(2, "e", stop)), "2: DECIDED name=e gen=1 verdict=stop arrived=1 n=2\n");
   EXPECT_TRUE(bs.active());
