@@ -698,8 +698,7 @@ class Harness:
             def body(index=index, name=name, lane=lane):
                 try:
                     rnd = self.run_round(index, name)
-                    # The lane may reuse the name only when the round left nothing behind.
-                    clean = all(p.get("rc") in (0, 1) or p.get("killed_at") is not None for p in rnd["procs"])
+                    clean = name_reusable(rnd["procs"])
                     lanes[lane] = (name, clean)
                 except Exception as e:
                     self.note("harness error in round %d: %r" % (index, e))
@@ -820,6 +819,20 @@ def check(h):
     return violations
 
 
+def name_reusable(procs):
+    """May the next round of a lane reuse this round's barrier name (its next generation)?
+
+    Only when the round left nothing behind on the host: every process released (0 or 1) or
+    killed, and no advance decider killed. A killed advance decider's DECIDE may already sit in
+    the host's socket buffer (the host frozen); it then releases the round, and the harness's
+    replacement, arriving after the release, is the chief's arrival of the *next* round with this
+    round's n (protocol.md, "DECIDE"). Seen once in CI (seed 1989588224): the next round on the
+    name asked for another n, and its workers exited 4.
+    """
+    return all(p.get("rc") in (0, 1) or p.get("killed_at") is not None for p in procs) and \
+        not any(p["role"] == "advance" and p.get("killed_at") is not None for p in procs)
+
+
 def self_test():
     """Feeds the checker records that break each rule, and one that breaks none."""
 
@@ -860,6 +873,18 @@ def self_test():
         "undocumented exit": (rnd("plain", ok[:2] + [proc("c", 2, "worker", 1.0, 2.0, 70)]), {3}),
     }
     failed = 0
+    reuse = {
+        "all released": (ok, True),
+        "a worker killed": (ok[:2] + [proc("c", 2, "worker", 1.0, 1.1, -9, killed_at=1.1)], True),
+        "a worker timed out": (ok[:2] + [proc("c", 2, "worker", 1.0, 9.0, 3)], False),
+        "an advance decider killed": ([proc("k", 0, "advance", 0.0, 0.1, -9, killed_at=0.1),
+                                       proc("k2", 0, "advance", 0.2, 0.3, 0, replacement_of="k")] + ok[1:], False),
+    }
+    for name, (procs, want) in reuse.items():
+        got = name_reusable(procs)
+        failed += got != want
+        print("self-test name reuse: %-26s reusable: %-5s expected: %-5s %s" % (
+            name, got, want, "ok" if got == want else "FAILED"))
     for name, (r, want) in cases.items():
         h = Fake()
         h.rounds = [r]
