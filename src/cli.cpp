@@ -4,8 +4,11 @@
 
 #include <CLI/CLI.hpp>
 #include <array>
+#include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <string_view>
+#include <vector>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -104,6 +107,72 @@ CLI::Validator duration_validator(duration min = duration::zero(), bool zero_is_
 }
 
 // One argument as a shell would need it typed again: bare when it is plain, else in '...'.
+// The edit distance (insertions, deletions, substitutions, and swaps of two
+// neighbours) between a and b, for "did you mean" hints.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> before(b.size() + 1), prev(b.size() + 1), cur(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) cur[j] = std::min(cur[j], before[j - 2] + 1);
+    }
+    before.swap(prev);
+    prev.swap(cur);
+  }
+  return prev[b.size()];
+}
+
+// The known name nearest to word, if it is near enough to be a typo of it.
+std::optional<std::string> nearest(std::string_view word, const std::vector<std::string>& names) {
+  std::optional<std::string> best;
+  for (const auto& name : names)  // cut short (`--time` for `--timeout`): the one name it begins
+    if (word.size() >= 4 && name.starts_with(word) && name != word) {
+      if (best) return std::nullopt;  // ambiguous
+      best = name;
+    }
+  if (best) return best;
+  // Letters, not dashes: a typo of one letter in three, of two in six or more.
+  auto letters = word.size() - std::min(word.find_first_not_of('-'), word.size());
+  std::size_t best_d = (letters <= 2 ? 0 : letters <= 5 ? 1 : 2) + 1;
+  for (const auto& name : names)
+    if (auto d = edit_distance(word, name); d < best_d) best = name, best_d = d;
+  return best;
+}
+
+// " (did you mean --name?)" for the first unknown option in args that is
+// near one of sub's options, or "".
+std::string option_hint(const CLI::App* sub, const std::vector<std::string>& args) {
+  std::vector<std::string> names;
+  for (const CLI::Option* o : sub->get_options())
+    for (const auto& l : o->get_lnames()) names.push_back("--" + l);
+  for (std::string_view a : args) {
+    if (!a.starts_with("--") || a.size() < 3) continue;
+    a = a.substr(0, a.find('='));
+    if (auto near = nearest(a, names)) return fmt::format(" (did you mean {}?)", *near);
+  }
+  return {};
+}
+
+// args (CLI11's leftovers) in the order they stand in argv: CLI11 reverses
+// some of them (those after `--`).
+std::vector<std::string> in_given_order(std::vector<std::string> args, int argc, char** argv) {
+  std::vector<bool> used(static_cast<std::size_t>(argc));
+  std::vector<std::pair<int, std::string>> placed;
+  for (auto& a : args) {
+    int at = argc;  // not found as it stands (CLI11 split `--x=v`): last
+    for (int i = argc - 1; i >= 1; --i)
+      if (!used[static_cast<std::size_t>(i)] && a == argv[i]) at = i;
+    if (at < argc) used[static_cast<std::size_t>(at)] = true;
+    placed.emplace_back(at, std::move(a));
+  }
+  std::stable_sort(placed.begin(), placed.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<std::string> out;
+  for (auto& p : placed) out.push_back(std::move(p.second));
+  return out;
+}
+
 std::string quote_arg(std::string_view a) {
   bool plain = !a.empty();
   for (char c : a)
@@ -242,7 +311,10 @@ int run_cli(int argc, char** argv) {
   }
   // Name what is unknown, rather than CLI11's "A subcommand is required".
   if (first_word && !known && !help) {
-    print_error(fmt::format("unknown command '{}'; the commands are {}", first_word, commands));
+    std::vector<std::string> names(command_names.begin(), command_names.end());
+    auto near = nearest(first_word, names);
+    print_error(fmt::format("unknown command '{}'{}; the commands are {}", first_word,
+                            near ? fmt::format(" (did you mean {}?)", *near) : "", commands));
     tfb::print(stderr, "Run 'tfbarrier --help' for usage.\n");
     return exit_code::usage;
   }
@@ -445,13 +517,24 @@ int run_cli(int argc, char** argv) {
     // as `wait --nme x` would be reported as the missing --name: name the typo.
     // And list unexpected arguments in the order given (CLI11 reverses them).
     // A lone `--` left over (`decide -- $EMPTY`) is not a typo: keep CLI11's text then.
+    // A typo that made a bad value look like the verdict (`decide --nme x stop`
+    // takes x as the verdict): name the unknown option, not the value.
     if (dynamic_cast<const CLI::RequiredError*>(&e) || dynamic_cast<const CLI::ExtrasError*>(&e))
       for (auto* sub : app.get_subcommands()) {
-        auto extra = sub->remaining();
+        // app's own as well: CLI11 hands what follows `--` to the top level.
+        auto extra = in_given_order(app.remaining(true), argc, argv);
         std::erase(extra, "--");
         if (!extra.empty())
-          text = fmt::format("the following argument{} not expected: {}", extra.size() > 1 ? "s were" : " was",
-                             fmt::join(extra, " "));
+          text = fmt::format("the following argument{} not expected: {}{}", extra.size() > 1 ? "s were" : " was",
+                             fmt::join(extra, " "), option_hint(sub, extra));
+      }
+    if (dynamic_cast<const CLI::ValidationError*>(&e))
+      for (auto* sub : app.get_subcommands()) {
+        auto extra = sub->remaining();
+        std::erase_if(extra, [](const std::string& arg) { return arg.size() < 2 || arg[0] != '-' || arg == "--"; });
+        if (!extra.empty())
+          text = fmt::format("unknown option{} {}{}", extra.size() > 1 ? "s" : "", fmt::join(extra, " "),
+                             option_hint(sub, extra));
       }
     if (text.size() > 1 && text[0] >= 'A' && text[0] <= 'Z' && text[1] >= 'a' && text[1] <= 'z')
       text[0] = static_cast<char>(text[0] - 'A' + 'a');

@@ -194,7 +194,8 @@ class engine {
   outcome unreachable(const std::string& why) {
     return outcome{exit_code::unreachable, "",
                    fmt::format("{}cannot reach the host at {} within {} ({}); is `tfbarrier serve` running there? "
-                               "Check --addr / TFBARRIER_ADDR, or raise --connect-timeout",
+                               "Check --addr, TFBARRIER_ADDR or TFBARRIER_HOST and TFBARRIER_PORT (`tfbarrier config` says which set it), "
+                               "or raise --connect-timeout",
                                lost_.empty() ? std::string() : lost_ + ", and then ", o_.addr, format_duration(o_.connect_timeout), why)};
   }
 

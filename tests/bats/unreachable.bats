@@ -48,5 +48,7 @@ teardown() { teardown_common; }
   run -69 timeout 30 env -u TFBARRIER_CONNECT_TIMEOUT "$TFB" status --addr "127.0.0.1:$port"
   took=$(($(date +%s) - start))
   assert_output --partial "cannot reach the host at 127.0.0.1:$port within 10s"
+  # what to do: where the address comes from, and how to see which one set it
+  assert_output --partial "Check --addr, TFBARRIER_ADDR or TFBARRIER_HOST and TFBARRIER_PORT (\`tfbarrier config\` says which set it)"
   [ "$took" -lt 20 ]
 }

@@ -230,6 +230,44 @@ host_untouched() {
   [[ $stderr == "tfbarrier: error: verdict is required"* ]]
   usage_error wait --name x --n 2 a1 a2
   [[ $stderr == "tfbarrier: error: the following arguments were not expected: a1 a2"* ]]
+  # CLI11 hands what follows -- to the top level, reversed: all of it is listed, in order
+  usage_error wait --name x --n 2 a1 -- a2 a3
+  [[ $stderr == "tfbarrier: error: the following arguments were not expected: a1 a2 a3"$'\n'* ]]
+  usage_error decide stop --name x -- a1 a2
+  [[ $stderr == "tfbarrier: error: the following arguments were not expected: a1 a2"$'\n'* ]]
+  host_untouched
+}
+
+@test "a mistyped option or command gets a 'did you mean' when one is near, and only then" {
+  usage_error wait --name x --n 2 --chef
+  [[ $stderr == "tfbarrier: error: the following argument was not expected: --chef (did you mean --chief?)"$'\n'* ]]
+  usage_error wait --name x --n 2 --rnak=1
+  [[ $stderr == *"--rnak=1 (did you mean --rank?)"$'\n'* ]]
+  usage_error wait --name x --n 2 --time 5s   # cut short: the one option it begins
+  [[ $stderr == *"--time 5s (did you mean --timeout?)"$'\n'* ]]
+  usage_error status --jsno                   # two letters swapped
+  [[ $stderr == *"--jsno (did you mean --json?)"$'\n'* ]]
+  usage_error serve --lisen 127.0.0.1:0
+  [[ $stderr == *"(did you mean --listen?)"$'\n'* ]]
+  usage_error wait --name x --n 2 --bogus
+  [[ $stderr == "tfbarrier: error: the following argument was not expected: --bogus"$'\n'* ]]
+  usage_error wait --name x --n 2 --c         # too short to guess
+  [[ $stderr != *"did you mean"* ]]
+  usage_error wiat --name x --n 2
+  [[ $stderr == "tfbarrier: error: unknown command 'wiat' (did you mean wait?); the commands are"* ]]
+  usage_error foo
+  [[ $stderr != *"did you mean"* ]]
+  host_untouched
+}
+
+@test "decide --nme x stop names the typo, not x as a bad verdict" {
+  # CLI11 takes x, the typo's value, as the verdict and rejects it first
+  usage_error decide --nme x stop
+  [[ $stderr == "tfbarrier: error: unknown option --nme (did you mean --name?)"$'\n'* ]]
+  usage_error decide --nme x
+  [[ $stderr == "tfbarrier: error: unknown option --nme (did you mean --name?)"$'\n'* ]]
+  usage_error decide maybe                    # a bad verdict alone is still one
+  [[ $stderr == 'tfbarrier: error: verdict: "maybe" is not a verdict'* ]]
   host_untouched
 }
 
