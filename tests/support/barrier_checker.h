@@ -766,6 +766,12 @@ class checker {
       if (!r.present.empty() && info.n != r.n) bad("n disagrees with the model");
       if (info.age_ms < 0) bad("negative age");
       if (info.gone.size() != r.departed.size()) bad("GONE lines disagree with the model");
+      {  // and name the same ranks (the reply has no ids; unranked ones are nullopt)
+        std::multiset<opt_u32> shown, model;
+        for (const auto& g : info.gone) shown.insert(g.rank);
+        for (const auto& g : r.departed) model.insert(g.first);
+        if (shown != model) bad("GONE lines name other ranks than the model's");
+      }
       // MEMBER and MISSING agree with each other.
       if (info.members.size() != std::min<std::size_t>(info.arrived, proto::max_member_lines)) bad("MEMBER count");
       bool all_ranked = true;
