@@ -255,6 +255,24 @@ void set_common(const common_text& t, common_options& c) {
 }  // namespace
 
 int run_cli(int argc, char** argv) {
+  // `tfbarrier help [COMMAND]`, as git and cargo have it: the same as
+  // `tfbarrier [COMMAND] --help`.
+  if (argc > 3 && std::string_view(argv[1]) == "help") {
+    std::string words;
+    for (int i = 2; i < argc; ++i) words += fmt::format("{}{}", i > 2 ? " " : "", argv[i]);
+    print_error(fmt::format("help takes one command at most, not '{}'", words));
+    tfb::print(stderr, "Run 'tfbarrier help [COMMAND]'.\n");
+    return exit_code::usage;
+  }
+  if (argc >= 2 && argc <= 3 && std::string_view(argv[1]) == "help") {
+    static std::string help_flag = "--help";
+    static std::vector<char*> args;
+    args = {argv[0]};
+    if (argc == 3) args.push_back(argv[2]);
+    args.push_back(help_flag.data());
+    args.push_back(nullptr);
+    return run_cli(static_cast<int>(args.size()) - 1, args.data());
+  }
   // Never destroyed: the process exits soon after the command returns, and
   // tearing CLI11's options down cost a `wait` 40,000 instructions (6%). A
   // static keeps it reachable, so leak checkers do not report it.
@@ -271,7 +289,7 @@ int run_cli(int argc, char** argv) {
       "  tfbarrier wait --name epoch3 --n 6 --chief    # the chief: return when all are here\n"
       "  tfbarrier decide stop --message 'converged'   # the chief's verdict: everyone exits 1\n"
       "  tfbarrier status                              # what the host holds\n"
-      "Run 'tfbarrier COMMAND --help' for one command. See tfbarrier(1).");
+      "Run 'tfbarrier COMMAND --help' (or 'tfbarrier help COMMAND') for one command. See tfbarrier(1).");
 
   // Build only the command being run: CLI11 spends most of a short command's
   // start-up building options, and a `wait` needs only its own. With no command

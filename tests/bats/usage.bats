@@ -260,6 +260,22 @@ host_untouched() {
   host_untouched
 }
 
+@test "tfbarrier help [COMMAND] prints what --help prints" {
+  run -0 "$TFB" help
+  [ "$output" = "$("$TFB" --help)" ]
+  [[ $output == *"'tfbarrier help COMMAND'"* ]]
+  local cmd
+  for cmd in serve wait decide abort status config secret; do
+    run -0 "$TFB" help "$cmd"
+    [ "$output" = "$("$TFB" "$cmd" --help)" ]
+  done
+  usage_error help wiat
+  [[ $stderr == "tfbarrier: error: unknown command 'wiat' (did you mean wait?)"* ]]
+  usage_error help wait extra
+  [[ $stderr == "tfbarrier: error: help takes one command at most, not 'wait extra'"$'\n'* ]]
+  host_untouched
+}
+
 @test "decide --nme x stop names the typo, not x as a bad verdict" {
   # CLI11 takes x, the typo's value, as the verdict and rejects it first
   usage_error decide --nme x stop
