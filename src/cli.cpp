@@ -106,7 +106,6 @@ CLI::Validator duration_validator(duration min = duration::zero(), bool zero_is_
       "DUR");
 }
 
-// One argument as a shell would need it typed again: bare when it is plain, else in '...'.
 // The edit distance (insertions, deletions, substitutions, and swaps of two
 // neighbours) between a and b, for "did you mean" hints.
 std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -173,6 +172,7 @@ std::vector<std::string> in_given_order(std::vector<std::string> args, int argc,
   return out;
 }
 
+// One argument as a shell would need it typed again: bare when it is plain, else in '...'.
 std::string quote_arg(std::string_view a) {
   bool plain = !a.empty();
   for (char c : a)
@@ -535,8 +535,6 @@ int run_cli(int argc, char** argv) {
     // as `wait --nme x` would be reported as the missing --name: name the typo.
     // And list unexpected arguments in the order given (CLI11 reverses them).
     // A lone `--` left over (`decide -- $EMPTY`) is not a typo: keep CLI11's text then.
-    // A typo that made a bad value look like the verdict (`decide --nme x stop`
-    // takes x as the verdict): name the unknown option, not the value.
     if (dynamic_cast<const CLI::RequiredError*>(&e) || dynamic_cast<const CLI::ExtrasError*>(&e))
       for (auto* sub : app.get_subcommands()) {
         // app's own as well: CLI11 hands what follows `--` to the top level.
@@ -546,6 +544,8 @@ int run_cli(int argc, char** argv) {
           text = fmt::format("the following argument{} not expected: {}{}", extra.size() > 1 ? "s were" : " was",
                              fmt::join(extra, " "), option_hint(sub, extra));
       }
+    // A typo that made a bad value look like the verdict (`decide --nme x stop`
+    // takes x as the verdict): name the unknown option, not the value.
     if (dynamic_cast<const CLI::ValidationError*>(&e))
       for (auto* sub : app.get_subcommands()) {
         auto extra = sub->remaining();
