@@ -527,33 +527,32 @@ int run_cli(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::string which;
-    for (auto* sub : app.get_subcommands()) which = sub->get_name();
+    CLI::App* sub = nullptr;  // the command that was being parsed, if any
+    for (auto* parsed : app.get_subcommands()) sub = parsed;
+    std::string which = sub ? sub->get_name() : "";
     // CLI11 writes sentences ("The following argument was not expected: x"); ours start lower-case.
     std::string text = e.what();
     // CLI11 checks required options before unknown arguments, so a typo such
     // as `wait --nme x` would be reported as the missing --name: name the typo.
     // And list unexpected arguments in the order given (CLI11 reverses them).
     // A lone `--` left over (`decide -- $EMPTY`) is not a typo: keep CLI11's text then.
-    if (dynamic_cast<const CLI::RequiredError*>(&e) || dynamic_cast<const CLI::ExtrasError*>(&e))
-      for (auto* sub : app.get_subcommands()) {
-        // app's own as well: CLI11 hands what follows `--` to the top level.
-        auto extra = in_given_order(app.remaining(true), argc, argv);
-        std::erase(extra, "--");
-        if (!extra.empty())
-          text = fmt::format("the following argument{} not expected: {}{}", extra.size() > 1 ? "s were" : " was",
-                             fmt::join(extra, " "), option_hint(sub, extra));
-      }
+    if (sub && (dynamic_cast<const CLI::RequiredError*>(&e) || dynamic_cast<const CLI::ExtrasError*>(&e))) {
+      // app's own as well: CLI11 hands what follows `--` to the top level.
+      auto extra = in_given_order(app.remaining(true), argc, argv);
+      std::erase(extra, "--");
+      if (!extra.empty())
+        text = fmt::format("the following argument{} not expected: {}{}", extra.size() > 1 ? "s were" : " was",
+                           fmt::join(extra, " "), option_hint(sub, extra));
+    }
     // A typo that made a bad value look like the verdict (`decide --nme x stop`
     // takes x as the verdict): name the unknown option, not the value.
-    if (dynamic_cast<const CLI::ValidationError*>(&e))
-      for (auto* sub : app.get_subcommands()) {
-        auto extra = sub->remaining();
-        std::erase_if(extra, [](const std::string& arg) { return arg.size() < 2 || arg[0] != '-' || arg == "--"; });
-        if (!extra.empty())
-          text = fmt::format("unknown option{} {}{}", extra.size() > 1 ? "s" : "", fmt::join(extra, " "),
-                             option_hint(sub, extra));
-      }
+    if (sub && dynamic_cast<const CLI::ValidationError*>(&e)) {
+      auto extra = sub->remaining();
+      std::erase_if(extra, [](const std::string& arg) { return arg.size() < 2 || arg[0] != '-' || arg == "--"; });
+      if (!extra.empty())
+        text = fmt::format("unknown option{} {}{}", extra.size() > 1 ? "s" : "", fmt::join(extra, " "),
+                           option_hint(sub, extra));
+    }
     if (text.size() > 1 && text[0] >= 'A' && text[0] <= 'Z' && text[1] >= 'a' && text[1] <= 'z')
       text[0] = static_cast<char>(text[0] - 'A' + 'a');
     // "--timeout: 1 required TEXT:DUR missing": say it plainly.
@@ -561,7 +560,7 @@ int run_cli(int argc, char** argv) {
       text = text.substr(0, at) + " needs a value";
     // A bad value that came from the environment: name the variable, which is
     // what the user must fix ("TFBARRIER_KEEPALIVE (for --keepalive): ...").
-    for (auto* sub : app.get_subcommands())
+    if (sub)
       for (const CLI::Option* o : sub->get_options()) {
         std::string name = o->get_name(false, true), env = o->get_envname();
         if (env.empty() || !text.starts_with(name + ": ") || !std::getenv(env.c_str())) continue;
