@@ -73,8 +73,9 @@ for path in files:
             table[i] = name
         if kind == "ob":
             ob = obs.get(i)
-        elif kind == "fn" and ob and ob.endswith("/tfbarrier") and names.get(i) and " " not in names[i]:
-            seen.setdefault(names[i], None)  # not callgrind's own "(below main)"
+        elif (kind == "fn" and ob and ob.endswith("/tfbarrier") and names.get(i) and " " not in names[i]
+              and not names[i].startswith("0x")):
+            seen.setdefault(names[i], None)  # not callgrind's "(below main)", nor an address (no symbol to order)
 with open(out, "w") as f:
     f.write("# The functions tfbarrier's short commands run, grouped by the linker (lld\n"
             "# --symbol-ordering-file). Written by bench/link-order.sh; do not edit.\n")
