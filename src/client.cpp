@@ -44,7 +44,7 @@ class engine {
  public:
   explicit engine(const connect_options& o)
       : o_(o), socket_(io_), signals_(io_, SIGINT, SIGTERM), deadline_(io_), timeout_(io_), progress_(io_),
-        keepalive_(io_) {}
+        keepalive_(io_), interrupt_grace_(io_) {}
 
   /// A call that survives a lost connection: reconnect, send the same request
   /// again (same id), and keep the host's liveness in check with PINGs.
@@ -60,12 +60,7 @@ class engine {
   /// Connects, sends HELLO and `request`, and feeds every reply to `handler`.
   outcome run(const std::string& request, reply_handler handler) {
     handler_ = std::move(handler);
-    signals_.async_wait([this](asio::error_code ec, int sig) {
-      if (ec) return;
-      bool term = sig == SIGTERM;
-      finish(outcome{term ? exit_code::interrupted_term : exit_code::interrupted_int, "",
-                     fmt::format("interrupted by {}{}", term ? "SIGTERM" : "SIGINT", interrupt_note_)});
-    });
+    await_signal();
     asio::co_spawn(io_, main(request), asio::detached);
     io_.run();
     return result_.value_or(outcome{exit_code::protocol, "", "internal error: the call ended without an outcome"});
@@ -78,6 +73,9 @@ class engine {
   }
   void finish(outcome o) {
     if (result_) return;
+    // Once interrupted, the call ends as interrupted whatever ends it (LEFT,
+    // the release that came first, an error, a lost connection).
+    if (interrupting_ && o.exit_code != interrupting_->exit_code) o = *interrupting_;
     result_ = std::move(o);
     asio::error_code ec;
     socket_.close(ec);
@@ -86,12 +84,18 @@ class engine {
     timeout_.cancel();
     progress_.cancel();
     keepalive_.cancel();
+    interrupt_grace_.cancel();
   }
   bool done() const { return result_.has_value(); }
   asio::steady_timer& timeout_timer() { return timeout_; }
   asio::steady_timer& progress_timer() { return progress_; }
   const std::string& addr() const { return o_.addr; }
   void set_interrupt_note(std::string s) { interrupt_note_ = std::move(s); }
+  /// On SIGINT or SIGTERM, send `request` (a LEAVE) and end once the host has
+  /// answered it, so that the host logs a withdrawal, not a lost connection.
+  void set_interrupt_request(std::string request) { interrupt_request_ = std::move(request); }
+  /// The outcome of a signal whose request is on its way, if any.
+  const std::optional<outcome>& interrupting() const { return interrupting_; }
 
  private:
   std::string seal_lines(const std::string& bytes) {
@@ -106,6 +110,27 @@ class engine {
       pos = nl + 1;
     }
     return sealed;
+  }
+
+  void await_signal() {
+    signals_.async_wait([this](asio::error_code ec, int sig) {
+      if (ec || done()) return;
+      bool term = sig == SIGTERM;
+      outcome o{term ? exit_code::interrupted_term : exit_code::interrupted_int, "",
+                fmt::format("interrupted by {}{}", term ? "SIGTERM" : "SIGINT", interrupt_note_)};
+      if (interrupting_ || interrupt_request_.empty() || !connected()) {
+        finish(std::move(o));  // a second signal, or nothing to send: end now
+        return;
+      }
+      interrupting_ = std::move(o);
+      write(interrupt_request_);
+      // A frozen host, or a dead link, must not hold an interrupted process for long.
+      interrupt_grace_.expires_after(interrupt_grace);
+      interrupt_grace_.async_wait([this](asio::error_code ec2) {
+        if (!ec2 && !done()) finish(*interrupting_);
+      });
+      await_signal();
+    });
   }
 
   void write_next() {
@@ -221,6 +246,10 @@ class engine {
     for (;;) {
       std::string lost = co_await session(request);
       if (done()) co_return;
+      if (interrupting_) {  // the connection went with the withdrawal on its way: gone is gone
+        finish(*interrupting_);
+        co_return;
+      }
       if (!resumable_ && lost != retry_with_secret) {
         finish(outcome{exit_code::unreachable, "", lost});
         co_return;
@@ -437,7 +466,9 @@ class engine {
   asio::io_context io_{1};
   tcp::socket socket_;
   asio::signal_set signals_;
-  asio::steady_timer deadline_, timeout_, progress_, keepalive_;
+  asio::steady_timer deadline_, timeout_, progress_, keepalive_, interrupt_grace_;
+  /// How long an interrupted call waits for the host to answer its interrupt request.
+  static constexpr duration interrupt_grace = std::chrono::seconds(1);
   reply_handler handler_;
   static constexpr const char* retry_with_secret = "retry with the secret";
   std::string request_;
@@ -445,8 +476,8 @@ class engine {
   std::uint64_t in_seq_ = 0, out_seq_ = 0;
   bool resumable_ = false;
   bool pipelined_ = false, no_pipeline_ = false;
-  std::uint64_t conn_gen_ = 0;
-  std::string lost_;  ///< why the last connection was lost, for the final message  ///< which connection the write queue belongs to
+  std::uint64_t conn_gen_ = 0;  ///< which connection the write queue belongs to
+  std::string lost_;            ///< why the last connection was lost, for the final message
   bool connected_ = false;
   bool greeted_ = false;  // this connection's HELLO was answered
   duration silent_for_{0};  // how long the host had been silent when we gave up on it
@@ -460,6 +491,8 @@ class engine {
   bool acknowledged_ = false;                  // the host answered the request on this connection
   clock::time_point budget_from_ = clock::now();  // when the --connect-timeout budget started
   std::string interrupt_note_;
+  std::string interrupt_request_;
+  std::optional<outcome> interrupting_;
 };
 
 std::string join_members(const proto::barrier_info& b) {
@@ -648,12 +681,20 @@ class tcp_coordinator final : public coordinator {
       if (auto h = w.handle(r)) return *h;
       if (auto* wt = std::get_if<proto::waiting>(&r)) {
         e.set_interrupt_note(fmt::format("; withdrew from barrier {} (round {})", a.name, wt->gen));
+        e.set_interrupt_request(proto::format_request(proto::leave{}));
         w.arrived(wt->gen);
         return std::nullopt;
       }
-      if (auto* rel = std::get_if<proto::release>(&r))
+      if (auto* rel = std::get_if<proto::release>(&r)) {
+        if (auto& i = e.interrupting())  // the release stands; this process was interrupted all the same
+          return outcome{i->exit_code, "",
+                         fmt::format("interrupted by {}; barrier {} (round {}) had released (verdict {}) before the "
+                                     "host read the withdrawal",
+                                     i->exit_code == exit_code::interrupted_term ? "SIGTERM" : "SIGINT", rel->name,
+                                     rel->gen, proto::to_string(rel->v))};
         return outcome{rel->v == proto::verdict::stop ? exit_code::released_stop : exit_code::released_continue,
                        rel->message, ""};
+      }
       if (std::holds_alternative<proto::all_here>(r)) return outcome{exit_code::released_continue, "", ""};
       if (auto* ab = std::get_if<proto::aborted>(&r)) return outcome{exit_code::aborted, "", aborted_text(*ab)};
       return std::nullopt;

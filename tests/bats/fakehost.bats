@@ -11,7 +11,8 @@ setup() { setup_common; }
 teardown() { teardown_common; }
 
 # fake_host MODE GREETING: a Python server on 127.0.0.1:0 that answers each
-# connection's first line with GREETING, then (MODE) keeps silent or closes.
+# connection's first line with GREETING, then (MODE) keeps silent, closes, or
+# (release-on-leave) says WAITING to an ARRIVE and RELEASE to a LEAVE.
 # Sets FAKE_ADDR; the server is stopped by teardown (BG_PIDS).
 fake_host() {
   local out=$BATS_TEST_TMPDIR/fake.out
@@ -31,6 +32,15 @@ def serve(c):
         if mode == "keep":
             while f.readline():  # reads the request and the pings, answers none
                 pass
+        elif mode == "release-on-leave":  # counts the arrival; a LEAVE finds the round released
+            for line in f:
+                if line.startswith(b"ARRIVE"):
+                    c.sendall(b"WAITING name=f gen=1 arrived=1 n=2\n")
+                elif line.startswith(b"STATUS"):  # sent only once the client has read WAITING
+                    print("status", flush=True)
+                elif line.startswith(b"LEAVE"):
+                    c.sendall(b"RELEASE name=f gen=1 verdict=stop\n")
+                    return
 while True:
     c, _ = srv.accept()
     threading.Thread(target=serve, args=(c,), daemon=True).start()
@@ -101,4 +111,21 @@ PY
   run timeout 20 "$TFB" wait --name real --n 2 --rank 0
   [ "$status" -eq 0 ]
   expect_exits 0 w
+}
+
+@test "interrupted, and the round released before the host read the LEAVE: exit 130 all the same, saying so" {
+  fake_host release-on-leave "HELLO v=1 server=fake auth=none"
+  "$TFB" wait --name f --n 2 --addr "$FAKE_ADDR" --progress 100ms >"$BATS_TEST_TMPDIR/w.out" 2>"$BATS_TEST_TMPDIR/w.err" &
+  local w=$! i
+  for i in $(seq 200); do
+    grep -q status "$BATS_TEST_TMPDIR/fake.out" && break
+    sleep 0.05
+  done
+  kill -INT "$w"
+  local rc=0
+  wait "$w" || rc=$?
+  cat "$BATS_TEST_TMPDIR/w.err"
+  [ "$rc" -eq 130 ]
+  grep -q "^tfbarrier: error: interrupted by SIGINT; barrier f (round 1) had released (verdict stop) before the host read the withdrawal" "$BATS_TEST_TMPDIR/w.err"
+  [ ! -s "$BATS_TEST_TMPDIR/w.out" ]
 }

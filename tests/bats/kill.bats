@@ -87,6 +87,9 @@ interrupted() {
   run -0 "$TFB" status --name i --json
   assert_json barriers.0.gone.0.pid "$victim"
   assert_json barriers.0.gone.0.rank 1
+  # It said LEAVE before it went, so the host knows it left (not a lost connection).
+  assert_json barriers.0.gone.0.how '"left"'
+  grep -q "leave i#1: rank 1 .* withdrew (left)" "$HOST_LOG"
   spawn_wait p2 --name i --n 3 --rank 2
   wait_arrived i 2
   still_running 0.3 p0 p2
@@ -100,4 +103,24 @@ interrupted() {
 
 @test "a participant interrupted with SIGTERM exits 143 and is withdrawn" {
   interrupted SIGTERM 143
+}
+
+@test "a participant interrupted while the host is frozen still exits 130 within about a second" {
+  start_host
+  spawn_wait p0 --name z --n 2 --rank 0
+  wait_arrived z 1
+  local victim
+  victim=$(pid_of p0)
+  kill -STOP "$HOST_PID"
+  SECONDS=0
+  kill -INT "$victim"
+  finish p0
+  kill -CONT "$HOST_PID"
+  cat "$(err p0)"
+  [ "$RC" -eq 130 ]
+  # Its LEAVE is not answered: it gives the host 1 s, then goes.
+  [ "$SECONDS" -le 3 ]
+  grep -q "^tfbarrier: error: interrupted by SIGINT; withdrew from barrier z (round 1)" "$(err p0)"
+  # The host, thawed, counts it out (it read the LEAVE, or saw the connection close).
+  wait_arrived z 0
 }
