@@ -282,7 +282,8 @@ void barrier_set::release(barrier& b, round& r, output& out) {
   b.recent.push_front(std::move(f));
   if (b.recent.size() > max_recent_rounds) b.recent.pop_back();
   for (conn_id c : want_count) out.sends.push_back({c, proto::release{b.name, r.gen, r.v, delivered, r.message}});
-  out.log.push_back(fmt::format("release {}: {} participants, verdict {}{}{}", label(b, r.gen), *r.n,
+  out.log.push_back(fmt::format("release {}: {} participant{}, verdict {}{}{}", label(b, r.gen), *r.n,
+                                *r.n == 1 ? "" : "s",
                                 proto::to_string(r.v), r.message.empty() ? "" : ": ", r.message));
 }
 
@@ -455,7 +456,8 @@ void barrier_set::abort(conn_id c, const proto::abort_req& a, millis now, output
   std::uint64_t gen = b.open.gen;
   b.open = round{};
   b.open.gen = gen;
-  out.log.push_back(fmt::format("abort {}: {} participants told{}{}", label(b, b.aborted_gen), notified,
+  out.log.push_back(fmt::format("abort {}: {} participant{} told{}{}", label(b, b.aborted_gen), notified,
+                                notified == 1 ? "" : "s",
                                 a.reason.empty() ? "" : ": ", a.reason));
   out.sends.push_back({c, proto::aborted{b.name, b.aborted_gen, notified, b.abort_reason}});
 }

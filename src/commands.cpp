@@ -347,7 +347,9 @@ int run_status(const status_options& o) {
   tfb::print(stdout, "{:<12} {:<16} {:>5} {:<9} {:>9} {:<5} {:<8} {:>8}  {}\n", "SCOPE", "NAME", "ROUND", "STATE", "ARRIVED",
              "CHIEF", "VERDICT", "OPEN FOR", "MISSING RANKS");
   for (const auto& b : st.barriers) {
-    std::string arrived = fmt::format("{}/{}", b.arrived, b.n ? std::to_string(*b.n) : "?");
+    // An aborted round is over: the host keeps its reason, not its arrivals.
+    std::string arrived =
+        b.state == "aborted" ? "-" : fmt::format("{}/{}", b.arrived, b.n ? std::to_string(*b.n) : "?");
     tfb::print(stdout, "{:<12} {:<16} {:>5} {:<9} {:>9} {:<5} {:<8} {:>8}  {}\n", b.scope, b.name, b.gen, b.state, arrived,
                b.chief ? "yes" : "no", proto::to_string(b.v), format_duration(duration(b.age_ms)),
                b.missing ? (b.missing->empty() ? "none" : *b.missing) : "-");

@@ -57,6 +57,10 @@ teardown() { teardown_common; }
   [[ $stderr == "tfbarrier: aborted barrier note round 1: 2 waiting participants told" ]]
   expect_exits 3 p0 p1
   grep -q 'abort note#1: 2 participants told: why' "$HOST_LOG"
+  # The table shows the round as aborted, with its reason, and no count of arrivals.
+  run -0 "$TFB" status --name note
+  assert_line --regexp '^default +note +1 aborted +- +no +none '
+  assert_line '    aborted: why'
 
   # A barrier nobody waits at can be aborted in advance: 0 told, and it is aborted.
   run -0 --separate-stderr timeout 20 "$TFB" abort --name ahead --quiet

@@ -38,7 +38,7 @@ teardown() { teardown_common; }
   still_running 0.1 early
   start_host_on "127.0.0.1:$PORT"
   expect_exits 0 early
-  grep -q 'release late#1: 1 participants' "$HOST_LOG"
+  grep -q 'release late#1: 1 participant, verdict' "$HOST_LOG"
 }
 
 @test "with no host, status gives up after 10 s by default (a question, not a wait), and says so" {

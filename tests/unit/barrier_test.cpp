@@ -148,6 +148,7 @@ TEST_F(Barrier, OneParticipantReleasesAtOnce) {
   output o = arrive(1, "solo", 1);
   EXPECT_EQ(trace(o), "1: WAITING name=solo gen=1 arrived=1 n=1\n1: RELEASE name=solo gen=1 verdict=continue\n");
   EXPECT_FALSE(bs.active());
+  EXPECT_CONTAINS(all_log(o), "release solo#1: 1 participant, verdict continue");
 }
 
 TEST_F(Barrier, ParticipantsWithoutRanks) {
@@ -697,6 +698,13 @@ TEST_F(Barrier, AbortTellsWaitingMembersAndDeciders) {
   EXPECT_EQ(o.sends.back().to, 8u);
   EXPECT_CONTAINS(all_log(o), "abort e#1: 2 participants told: node3 died");
   EXPECT_FALSE(bs.active());
+}
+
+TEST_F(Barrier, AbortLogCountsOneParticipantInTheSingular) {
+  arrive(1, "e", 3, 0);
+  output o = abort(8, "e", "");
+  EXPECT_CONTAINS(all_log(o), "abort e#1: 1 participant told");
+  EXPECT_EQ(all_log(o).find("participants"), std::string::npos);
 }
 
 TEST_F(Barrier, AnAbortedBarrierStaysAborted) {
