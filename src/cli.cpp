@@ -289,7 +289,7 @@ int run_cli(int argc, char** argv) {
       "  tfbarrier wait --name epoch3 --n 6 --chief    # the chief: return when all are here\n"
       "  tfbarrier decide stop --message 'converged'   # the chief's verdict: everyone exits 1\n"
       "  tfbarrier status                              # what the host holds\n"
-      "Run 'tfbarrier COMMAND --help' (or 'tfbarrier help COMMAND') for one command. See tfbarrier(1).");
+      "Run 'tfbarrier COMMAND --help' (or 'tfbarrier help COMMAND') for one command. See tfbarrier(1).\n");
 
   // Build only the command being run: CLI11 spends most of a short command's
   // start-up building options, and a `wait` needs only its own. With no command

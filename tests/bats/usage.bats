@@ -345,3 +345,12 @@ EOF
     done <<<"$table"
   done
 }
+
+@test "every --help sets the exit-code table off its examples with a blank line" {
+  local cmd
+  for cmd in "" serve wait decide abort status config secret; do
+    # shellcheck disable=SC2086  # "" is the top level
+    run -0 "$TFB" $cmd --help
+    [[ $output == *$'\n\nExit codes:\n'* ]] || { echo "tfbarrier $cmd --help:"; echo "$output"; return 1; }
+  done
+}
