@@ -91,11 +91,12 @@ class engine {
   asio::steady_timer& progress_timer() { return progress_; }
   const std::string& addr() const { return o_.addr; }
   void set_interrupt_note(std::string s) { interrupt_note_ = std::move(s); }
-  /// On SIGINT or SIGTERM, send `request` (a LEAVE) and end once the host has
-  /// answered it, so that the host logs a withdrawal, not a lost connection.
-  void set_interrupt_request(std::string request) { interrupt_request_ = std::move(request); }
-  /// The outcome of a signal whose request is on its way, if any.
+  /// On SIGINT or SIGTERM, send LEAVE and end once the host has answered it,
+  /// so that the host logs a withdrawal, not a lost connection.
+  void leave_on_interrupt() { leave_on_interrupt_ = true; }
+  /// The outcome of a signal whose LEAVE is on its way, if any, and that signal's name.
   const std::optional<outcome>& interrupting() const { return interrupting_; }
+  const char* interrupt_signal() const { return interrupt_signal_; }
 
  private:
   std::string seal_lines(const std::string& bytes) {
@@ -116,14 +117,15 @@ class engine {
     signals_.async_wait([this](asio::error_code ec, int sig) {
       if (ec || done()) return;
       bool term = sig == SIGTERM;
+      interrupt_signal_ = term ? "SIGTERM" : "SIGINT";
       outcome o{term ? exit_code::interrupted_term : exit_code::interrupted_int, "",
-                fmt::format("interrupted by {}{}", term ? "SIGTERM" : "SIGINT", interrupt_note_)};
-      if (interrupting_ || interrupt_request_.empty() || !connected()) {
+                fmt::format("interrupted by {}{}", interrupt_signal_, interrupt_note_)};
+      if (interrupting_ || !leave_on_interrupt_ || !connected()) {
         finish(std::move(o));  // a second signal, or nothing to send: end now
         return;
       }
       interrupting_ = std::move(o);
-      write(interrupt_request_);
+      write(proto::format_request(proto::leave{}));
       // A frozen host, or a dead link, must not hold an interrupted process for long.
       interrupt_grace_.expires_after(interrupt_grace);
       interrupt_grace_.async_wait([this](asio::error_code ec2) {
@@ -467,7 +469,7 @@ class engine {
   tcp::socket socket_;
   asio::signal_set signals_;
   asio::steady_timer deadline_, timeout_, progress_, keepalive_, interrupt_grace_;
-  /// How long an interrupted call waits for the host to answer its interrupt request.
+  /// How long an interrupted call waits for the host to answer its LEAVE.
   static constexpr duration interrupt_grace = std::chrono::seconds(1);
   reply_handler handler_;
   static constexpr const char* retry_with_secret = "retry with the secret";
@@ -491,8 +493,9 @@ class engine {
   bool acknowledged_ = false;                  // the host answered the request on this connection
   clock::time_point budget_from_ = clock::now();  // when the --connect-timeout budget started
   std::string interrupt_note_;
-  std::string interrupt_request_;
-  std::optional<outcome> interrupting_;
+  bool leave_on_interrupt_ = false;
+  const char* interrupt_signal_ = "";
+  std::optional<outcome> interrupting_;  ///< what a signal ends the call with, once its LEAVE is answered
 };
 
 std::string join_members(const proto::barrier_info& b) {
@@ -681,7 +684,7 @@ class tcp_coordinator final : public coordinator {
       if (auto h = w.handle(r)) return *h;
       if (auto* wt = std::get_if<proto::waiting>(&r)) {
         e.set_interrupt_note(fmt::format("; withdrew from barrier {} (round {})", a.name, wt->gen));
-        e.set_interrupt_request(proto::format_request(proto::leave{}));
+        e.leave_on_interrupt();
         w.arrived(wt->gen);
         return std::nullopt;
       }
@@ -690,8 +693,7 @@ class tcp_coordinator final : public coordinator {
           return outcome{i->exit_code, "",
                          fmt::format("interrupted by {}; barrier {} (round {}) had released (verdict {}) before the "
                                      "host read the withdrawal",
-                                     i->exit_code == exit_code::interrupted_term ? "SIGTERM" : "SIGINT", rel->name,
-                                     rel->gen, proto::to_string(rel->v))};
+                                     e.interrupt_signal(), rel->name, rel->gen, proto::to_string(rel->v))};
         return outcome{rel->v == proto::verdict::stop ? exit_code::released_stop : exit_code::released_continue,
                        rel->message, ""};
       }
