@@ -64,6 +64,14 @@ _tfbarrier() {
     if [[ $cur == -* ]]; then
       mapfile -t COMPREPLY < <(compgen -W "--help --version" -- "$cur")
     else
+      mapfile -t COMPREPLY < <(compgen -W "$_tfbarrier_commands help" -- "$cur")
+    fi
+    return 0
+  fi
+
+  # `tfbarrier help COMMAND`: one command, nothing after it.
+  if [ "$cmd" = help ]; then
+    if [ "$cword" -eq $((cmd_at + 1)) ] && [[ $cur != -* ]]; then
       mapfile -t COMPREPLY < <(compgen -W "$_tfbarrier_commands" -- "$cur")
     fi
     return 0

@@ -39,6 +39,19 @@ void set_footer(CLI::App* app, const char* examples) {
   });
 }
 
+// CLI11 ends each option group with a blank line and starts the footer with
+// one more, a hidden option's empty group adds a third, and the footer ends
+// with one: one blank line between sections, none at the end.
+class help_formatter : public CLI::Formatter {
+ public:
+  std::string make_help(const CLI::App* app, std::string name, CLI::AppFormatMode mode) const override {
+    std::string s = CLI::Formatter::make_help(app, std::move(name), mode);
+    for (auto at = s.find("\n\n\n"); at != std::string::npos; at = s.find("\n\n\n", at)) s.erase(at, 1);
+    while (s.size() >= 2 && s.ends_with("\n\n")) s.pop_back();  // and no blank line at the end
+    return s;
+  }
+};
+
 // Durations are parsed after CLI11 so that the error names the option.
 struct duration_arg {
   std::string text;
@@ -283,7 +296,8 @@ int run_cli(int argc, char** argv) {
                "tfbarrier"});
   app.set_version_flag("--version", fmt::format("tfbarrier {} (protocol {})", tfb::version, protocol_version));
   app.require_subcommand(1);
-  set_footer(&app, "\nExamples:\n"
+  app.formatter(std::make_shared<help_formatter>());  // before the commands: they take it from here
+  set_footer(&app, "Examples:\n"
       "  eval \"$(tfbarrier serve --daemon)\"           # start a host, export TFBARRIER_ADDR\n"
       "  tfbarrier wait --name epoch3 --n 6 --rank 2   # a worker: block until all 6 arrive\n"
       "  tfbarrier wait --name epoch3 --n 6 --chief    # the chief: return when all are here\n"
@@ -381,7 +395,7 @@ int run_cli(int argc, char** argv) {
     s->add_flag("--no-munge", serve.no_munge, "Beyond loopback, use the secret file even where munged runs");
     s->add_flag("--insecure", serve.insecure, "Listen beyond loopback without authentication: anyone who can connect "
                                               "can arrive, decide and abort");
-    set_footer(s, "\nExamples:\n"
+    set_footer(s, "Examples:\n"
         "  tfbarrier serve --listen 127.0.0.1:0          # prints TFBARRIER_ADDR=127.0.0.1:PORT\n"
         "  eval \"$(tfbarrier serve --daemon --idle-exit 1h)\"; ...; kill $TFBARRIER_PID\n");
   }
@@ -408,7 +422,7 @@ int run_cli(int argc, char** argv) {
                   "Report progress every DUR, at least 100ms; 0 for none (default 1s on a terminal, else 30s)")
         ->check(duration_validator(std::chrono::milliseconds(100), true));
     add_common(w, wait.common, wait_text);
-    set_footer(w, "\nExamples:\n"
+    set_footer(w, "Examples:\n"
         "  tfbarrier wait --name epoch3 --n 6 --rank 2\n"
         "  msg=$(tfbarrier wait --name epoch3 --timeout 10m); rc=$?   # rc 0 go on, 1 stop\n"
         "  tfbarrier wait --name epoch3 --chief && ./evaluate && tfbarrier decide continue\n");
@@ -436,7 +450,7 @@ int run_cli(int argc, char** argv) {
     add_counts(d, decide.n, decide.rank, "Participants in the round, if the chief arrives with this verdict",
                "The chief's rank, if it arrives with this verdict");
     add_common(d, decide.common, decide_text);
-    set_footer(d, "\nExamples:\n"
+    set_footer(d, "Examples:\n"
         "  tfbarrier decide stop --message 'validation loss went up'\n"
         "  tfbarrier decide continue --name epoch3 --n 6 --rank 0   # one step: arrive with the verdict\n");
   }
@@ -451,7 +465,7 @@ int run_cli(int argc, char** argv) {
     a->add_option("--reason", abort.reason, "Text every participant prints on stderr")
         ->check(text_validator("reason"));
     add_common(a, abort.common, abort_text);
-    set_footer(a, "\nExample:\n  tfbarrier abort --name epoch3 --reason 'rank 4 ran out of memory'\n");
+    set_footer(a, "Example:\n  tfbarrier abort --name epoch3 --reason 'rank 4 ran out of memory'\n");
   }
 
   // status
@@ -464,7 +478,7 @@ int run_cli(int argc, char** argv) {
     st->add_flag("--json", status.json, "JSON for scripts (see tfbarrier(1))");
     st->add_flag("--all-scopes", status.all_scopes, "Barriers of every scope, not just this job's");
     add_common(st, status.common, status_text);
-    set_footer(st, "\nExamples:\n  tfbarrier status\n  tfbarrier status --name epoch3 --json | jq .barriers[0].missing\n");
+    set_footer(st, "Examples:\n  tfbarrier status\n  tfbarrier status --name epoch3 --json | jq .barriers[0].missing\n");
   }
 
   // config
@@ -476,7 +490,7 @@ int run_cli(int argc, char** argv) {
     add_counts(cf, config.n, config.rank, "As for wait", "As for wait");
     cf->add_flag("--json", config.json, "JSON for scripts");
     add_common(cf, config.common, config_text);
-    set_footer(cf, "\nExample:\n  srun -n 2 tfbarrier config\n");
+    set_footer(cf, "Example:\n  srun -n 2 tfbarrier config\n");
   }
 
   // secret
@@ -486,7 +500,7 @@ int run_cli(int argc, char** argv) {
     sec = app.add_subcommand("secret", "Write a fresh shared secret for authentication");
     sec->add_option("--file", secret.file, "Where (default ~/.tfbarrier/secret, or TFBARRIER_SECRET_FILE)");
     sec->add_flag("--force", secret.force, "Replace an existing secret (every node then needs the new one)");
-    set_footer(sec, "\nExample:\n  tfbarrier secret && tfbarrier serve --listen :7727\n");
+    set_footer(sec, "Example:\n  tfbarrier secret && tfbarrier serve --listen :7727\n");
   }
 
   // --help shows what each option takes (DUR, FILE, HOST:PORT), not CLI11's

@@ -56,10 +56,27 @@ help_options() {
   assert_output 'complete -F _tfbarrier tfbarrier'
 }
 
-@test "tfbarrier <TAB> offers exactly the commands of tfbarrier --help" {
+@test "tfbarrier <TAB> offers exactly the commands of tfbarrier --help, and help" {
   run complete_line tfbarrier ""
   assert_success
+  assert_output "$({ commands; echo help; } | sort)"
+}
+
+@test "tfbarrier help <TAB> offers the commands, and nothing after one" {
+  run complete_line tfbarrier help ""
+  assert_success
   assert_output "$(commands)"
+  run complete_line tfbarrier help w
+  assert_output wait
+  run complete_line tfbarrier help wait ""
+  assert_success
+  assert_output ""
+  # Each one it offers is one that `tfbarrier help` shows.
+  local cmd
+  for cmd in $(commands); do
+    run -0 "$TFB" help "$cmd"
+    assert_line --partial "Usage: tfbarrier $cmd"
+  done
 }
 
 @test "tfbarrier s<TAB> offers the commands that start with s" {
@@ -175,5 +192,7 @@ help_options() {
       grep -qE -- "$opt=?[[}]" <<<"$branch" || missing+=("$cmd $opt")
     done
   done
+  grep -q "commands+=('help:" "$ZSH_COMPLETION" || missing+=("command help")
+  grep -qx '    help)' "$ZSH_COMPLETION" || missing+=("branch help")
   [ ${#missing[@]} -eq 0 ] || { printf 'not in _tfbarrier: %s\n' "${missing[@]}" >&2; return 1; }
 }

@@ -354,3 +354,18 @@ EOF
     [[ $output == *$'\n\nExit codes:\n'* ]] || { echo "tfbarrier $cmd --help:"; echo "$output"; return 1; }
   done
 }
+
+@test "every --help has one blank line between sections and none at the end" {
+  # CLI11 ends an option group with a blank line and starts the footer with
+  # another; serve's hidden option group added a third.
+  local cmd
+  for cmd in "" serve wait decide abort status config secret; do
+    # shellcheck disable=SC2086  # "" is the top level
+    "$TFB" $cmd --help >"$BATS_TEST_TMPDIR/help"
+    run -0 awk 'NR > 1 && $0 == "" && prev == "" { print "two blank lines before line " NR; bad = 1 }
+                { prev = $0 } END { if (prev == "") print "a blank line at the end"; exit bad || prev == "" }' \
+      "$BATS_TEST_TMPDIR/help"
+  done
+  run -0 "$TFB" help serve
+  assert_line --index 0 'Run the rendezvous host'
+}
