@@ -62,11 +62,12 @@ class server;
 
 class session : public std::enable_shared_from_this<session> {
  public:
-  session(server& srv, tcp::socket s, conn_id id, std::string peer_addr)
+  session(server& srv, tcp::socket s, conn_id id, std::string peer_addr, std::string remote)
       : srv_(srv), socket_(std::move(s)), id_(id),
-        handshake_timer_(socket_.get_executor()), peer_addr_(std::move(peer_addr)) {}
+        handshake_timer_(socket_.get_executor()), remote_(std::move(remote)), peer_addr_(std::move(peer_addr)) {}
   void start();
   void send(std::string bytes, bool close_after);
+  void flush();
   void stop();
   conn_id id() const { return id_; }
   const std::string& remote() const { return remote_; }
@@ -76,15 +77,15 @@ class session : public std::enable_shared_from_this<session> {
   void watch_liveness();
   void read_more();
   void on_readable(asio::error_code ec);
-  void flush();
   void handle_line(const std::string& l);
 
   server& srv_;
   tcp::socket socket_;
   conn_id id_;
   asio::steady_timer handshake_timer_;
-  std::string outbox_;         // bytes not yet taken by the kernel (almost always empty)
+  std::string outbox_;         // bytes not yet taken by the kernel (almost always empty, and then freed)
   bool writing_ = false;       // waiting for the socket to take more
+  bool held_ = false;          // in the server's list of writes held back (write_batch)
   bool close_after_flush_ = false;
   bool stopped_ = false;
   bool hello_ = false;
@@ -95,8 +96,15 @@ class session : public std::enable_shared_from_this<session> {
   proto::line_splitter splitter_;
   std::uint32_t keepalive_ms_ = 0;
   bool awaiting_auth_ = false;
-  std::string client_nonce_, host_nonce_, session_key_;
-  std::uint64_t in_seq_ = 0, out_seq_ = 0;
+  // Only on a host that authenticates (most connections of a job on loopback
+  // do not): the handshake's nonces, then the session key and the sequence
+  // numbers of the MACs. A pointer, so that the others do not carry them.
+  struct auth_state {
+    std::string client_nonce, host_nonce, session_key;
+    std::uint64_t in_seq = 0, out_seq = 0;
+  };
+  std::unique_ptr<auth_state> auth_;
+  bool sealed() const { return auth_ && !auth_->session_key.empty(); }
   std::chrono::steady_clock::time_point last_heard_ = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point last_check_ = std::chrono::steady_clock::now();
 };
@@ -169,6 +177,33 @@ class server {
   bool stopping() const { return stopping_; }
   const std::string& address() const { return address_; }
 
+  // Replies made while one client's input is handled are held back and
+  // written once at the end, each session's in one write: a participant's
+  // HELLO reply, WAITING and RELEASE go out together when its HELLO and
+  // ARRIVE came together (one system call and one wake-up of the participant
+  // instead of three).
+  class write_batch {
+   public:
+    explicit write_batch(server& s) : s_(s) { ++s_.holding_; }
+    write_batch(const write_batch&) = delete;
+    write_batch& operator=(const write_batch&) = delete;
+    ~write_batch() {
+      if (--s_.holding_ > 0) return;
+      auto held = std::move(s_.held_);
+      s_.held_.clear();
+      for (auto& sess : held) sess->flush();  // may stop a session, whose replies to others then go at once
+    }
+
+   private:
+    server& s_;
+  };
+  // Whether send() is to hold its bytes back; if so, the session is queued.
+  bool hold(const std::shared_ptr<session>& s) {
+    if (holding_ == 0) return false;
+    held_.push_back(s);
+    return true;
+  }
+
  private:
   awaitable<void> accept_loop();
   awaitable<void> prune_loop();
@@ -197,6 +232,8 @@ class server {
   std::size_t max_connections_ = 0;
   std::unordered_map<std::string, std::size_t> per_address_;
   std::string address_;
+  int holding_ = 0;  // open write_batch scopes
+  std::vector<std::shared_ptr<session>> held_;
 
   static bool write_all(int fd, const std::string& bytes) {
     std::size_t done = 0;
@@ -213,16 +250,8 @@ class server {
 };
 
 void session::start() {
-  asio::error_code ec;
-  auto ep = socket_.remote_endpoint(ec);
-  remote_ = ec ? std::string("?") : fmt::format("{}:{}", ep.address().to_string(), ep.port());
-  socket_.set_option(tcp::no_delay(true), ec);
-  socket_.set_option(asio::socket_base::keep_alive(true), ec);
-  // Let the kernel find a dead peer (a link that went down) within about 25 s.
-  int fd = socket_.native_handle(), idle = 10, intvl = 5, cnt = 3;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
-  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+  // TCP_NODELAY and the keep-alive settings come from the listening socket
+  // (server::listen): Linux copies them into every accepted one.
   auto self = shared_from_this();
   handshake_timer_.expires_after(srv_.opts().handshake_timeout);
   handshake_timer_.async_wait([self](asio::error_code e) {
@@ -239,19 +268,19 @@ void session::start() {
 
 void session::send(std::string bytes, bool close_after) {
   if (stopped_ || close_after_flush_) return;
-  if (!session_key_.empty() && !bytes.empty()) {
+  if (sealed() && !bytes.empty()) {
     // Authenticated connection: every line carries a MAC and a sequence number.
-    std::string sealed;
+    std::string lines;
     std::size_t pos = 0;
     while (pos < bytes.size()) {
       std::size_t nl = bytes.find('\n', pos);
       if (nl == std::string::npos) nl = bytes.size();
-      sealed += auth::seal(std::string_view(bytes).substr(pos, nl - pos), session_key_, auth::direction::to_client,
-                           out_seq_++);
-      sealed += '\n';
+      lines += auth::seal(std::string_view(bytes).substr(pos, nl - pos), auth_->session_key,
+                          auth::direction::to_client, auth_->out_seq++);
+      lines += '\n';
       pos = nl + 1;
     }
-    bytes = std::move(sealed);
+    bytes = std::move(lines);
   }
   outbox_ += bytes;
   if (close_after) close_after_flush_ = true;
@@ -260,13 +289,18 @@ void session::send(std::string bytes, bool close_after) {
     stop();
     return;
   }
-  flush();
+  if (!held_ && srv_.hold(shared_from_this())) {
+    held_ = true;
+    return;
+  }
+  if (!held_) flush();
 }
 
 // Writes now, without a coroutine or a timer: a reply is a line or two and the
 // socket almost always takes it whole. Only what it does not take waits for
 // the socket to become writable.
 void session::flush() {
+  held_ = false;
   if (writing_ || stopped_) return;
   while (!outbox_.empty()) {
     asio::error_code ec;
@@ -279,6 +313,7 @@ void session::flush() {
     outbox_.erase(0, n);
   }
   if (outbox_.empty()) {
+    std::string().swap(outbox_);  // a waiting participant holds no buffer (docs/performance.md)
     if (close_after_flush_) stop();
     return;
   }
@@ -327,6 +362,7 @@ void session::on_readable(asio::error_code ec) {
     return;
   }
   last_heard_ = std::chrono::steady_clock::now();
+  server::write_batch batch(srv_);  // this input's replies, to everyone, go out at its end
   splitter_.feed(std::string_view(buf, n));
   while (!stopped_ && !close_after_flush_) {
     auto l = splitter_.next();
@@ -350,7 +386,7 @@ void session::handle_line(const std::string& line) {
     send(proto::format_reply(proto::error_reply{proto::error_kind::auth, std::move(text)}), true);
   };
   std::string raw = line;
-  if (!session_key_.empty() && !auth::unseal(raw, session_key_, auth::direction::to_host, in_seq_++)) {
+  if (sealed() && !auth::unseal(raw, auth_->session_key, auth::direction::to_host, auth_->in_seq++)) {
     refuse_auth("a line without a valid MAC");
     return;
   }
@@ -394,18 +430,16 @@ void session::handle_line(const std::string& line) {
     if (h->keepalive_ms > 0) keepalive_ms_ = std::max<std::uint32_t>(h->keepalive_ms, 100);
     proto::hello_reply hr{protocol_version, fmt::format("tfbarrier/{}", tfb::version), "none"};
     if (secret) {
-      client_nonce_ = h->nonce;
-      host_nonce_ = auth::make_nonce();
+      auth_ = std::make_unique<auth_state>(auth_state{h->nonce, auth::make_nonce()});
       hr.auth = "hmac";
-      hr.nonce = host_nonce_;
-      hr.proof = auth::host_proof(*secret, client_nonce_, host_nonce_);
+      hr.nonce = auth_->host_nonce;
+      hr.proof = auth::host_proof(*secret, auth_->client_nonce, auth_->host_nonce);
       awaiting_auth_ = true;  // the handshake timer still runs until AUTH
     } else if (munge) {
-      client_nonce_ = h->nonce;
-      host_nonce_ = auth::make_nonce();
+      auth_ = std::make_unique<auth_state>(auth_state{h->nonce, auth::make_nonce()});
       std::string err;
-      auto cred = munge_auth::encode(fmt::format("tfbarrier-host-munge\n{}\n{}", client_nonce_, host_nonce_),
-                                     ::getuid(), err);
+      auto cred = munge_auth::encode(
+          fmt::format("tfbarrier-host-munge\n{}\n{}", auth_->client_nonce, auth_->host_nonce), ::getuid(), err);
       if (!cred) {
         srv_.log(fmt::format("warning: cannot make a MUNGE credential: {}", err));
         send(proto::format_reply(proto::error_reply{proto::error_kind::busy,
@@ -414,7 +448,7 @@ void session::handle_line(const std::string& line) {
         return;
       }
       hr.auth = "munge";
-      hr.nonce = host_nonce_;
+      hr.nonce = auth_->host_nonce;
       hr.cred = munge_auth::to_wire(*cred);
       awaiting_auth_ = true;
     } else {
@@ -442,28 +476,28 @@ void session::handle_line(const std::string& line) {
       refuse_auth(fmt::format("uid {} may not use this host: only the job owner (uid {}) may", d->uid, ::getuid()));
       return;
     }
-    std::string prefix = fmt::format("tfbarrier-client-munge\n{}\n{}\n", client_nonce_, host_nonce_);
+    std::string prefix = fmt::format("tfbarrier-client-munge\n{}\n{}\n", auth_->client_nonce, auth_->host_nonce);
     if (!d->payload.starts_with(prefix) || d->payload.size() != prefix.size() + 64) {
       refuse_auth("the MUNGE credential is not for this connection (a replay?)");
       return;
     }
     awaiting_auth_ = false;
     handshake_timer_.cancel();
-    session_key_ = d->payload.substr(prefix.size());
+    auth_->session_key = d->payload.substr(prefix.size());
     if (keepalive_ms_ > 0) watch_liveness();
     return;
   }
   if (awaiting_auth_) {
     auto* a = std::get_if<proto::auth_req>(&req);
     const auto& secret = *srv_.opts().secret;
-    if (!a || !auth::equal(a->proof, auth::client_proof(secret, client_nonce_, host_nonce_))) {
+    if (!a || !auth::equal(a->proof, auth::client_proof(secret, auth_->client_nonce, auth_->host_nonce))) {
       refuse_auth(a ? "wrong proof: the participant's secret differs from the host's (or it replayed an old handshake)"
                     : "expected AUTH after HELLO");
       return;
     }
     awaiting_auth_ = false;
     handshake_timer_.cancel();
-    session_key_ = auth::session_key(secret, client_nonce_, host_nonce_);
+    auth_->session_key = auth::session_key(secret, auth_->client_nonce, auth_->host_nonce);
     if (keepalive_ms_ > 0) watch_liveness();
     return;
   }
@@ -498,7 +532,7 @@ void session::handle_line(const std::string& line) {
         } else if constexpr (std::is_same_v<T, proto::auth_req>) {
           send(proto::format_reply(proto::error_reply{
                    proto::error_kind::badrequest,
-                   session_key_.empty() ? "this host does not authenticate: send no AUTH" : "AUTH was already done"}),
+                   !sealed() ? "this host does not authenticate: send no AUTH" : "AUTH was already done"}),
                true);
         }
       },
@@ -618,7 +652,20 @@ bool server::listen(std::string& error) {
   }
   acceptor_.open(ep.protocol(), ec);
   if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
-  if (!ec) acceptor_.bind(ep, ec);
+  if (!ec) {
+    // Set once here, inherited by every accepted socket (Linux copies them),
+    // instead of five setsockopt calls per participant. No delay for the
+    // one-line replies; and let the kernel find a dead peer (a link that went
+    // down) within about 25 s. tests/bats/sockets.bats checks an accepted socket.
+    asio::error_code opt;
+    acceptor_.set_option(tcp::no_delay(true), opt);
+    acceptor_.set_option(asio::socket_base::keep_alive(true), opt);
+    int fd = acceptor_.native_handle(), idle = 10, intvl = 5, cnt = 3;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+    acceptor_.bind(ep, ec);
+  }
   if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
     if (ec == asio::error::address_in_use && opts_.self_started) {
@@ -693,7 +740,8 @@ awaitable<void> server::accept_loop() {
       continue;
     }
     asio::error_code aec;
-    std::string peer = s.remote_endpoint(aec).address().to_string();
+    auto ep = s.remote_endpoint(aec);
+    std::string peer = aec ? std::string("?") : ep.address().to_string();
     std::size_t& from_peer = per_address_[peer];
     if (sessions_.size() >= max_connections_ || from_peer >= opts_.max_per_address) {
       bool total = sessions_.size() >= max_connections_;
@@ -710,7 +758,8 @@ awaitable<void> server::accept_loop() {
     }
     ++from_peer;
     conn_id id = next_id_++;
-    auto sess = std::make_shared<session>(*this, std::move(s), id, peer);
+    auto sess = std::make_shared<session>(*this, std::move(s), id, peer,
+                                          aec ? std::string("?") : fmt::format("{}:{}", peer, ep.port()));
     sessions_.emplace(id, sess);
     sess->start();
   }

@@ -695,7 +695,12 @@ std::optional<std::string> line_splitter::next() {
   if (overflow_) return std::nullopt;
   std::size_t nl = buf_.find('\n', pos_);
   if (nl == std::string::npos) {
-    if (pos_ > 0) {
+    if (pos_ == buf_.size()) {
+      // Everything was taken: give the memory back. A participant then waits,
+      // for minutes, with nothing to read, and a host holds thousands of them.
+      std::string().swap(buf_);
+      pos_ = 0;
+    } else if (pos_ > 0) {
       buf_.erase(0, pos_);
       pos_ = 0;
     }

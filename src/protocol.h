@@ -210,6 +210,9 @@ class line_splitter {
   /// True once a line longer than max_line was seen; the stream is then unusable.
   bool overflow() const { return overflow_; }
   std::size_t buffered() const { return buf_.size() - pos_; }
+  /// Its buffer's capacity: that of an empty string (no memory of its own)
+  /// once every line was taken and next() said nullopt.
+  std::size_t capacity() const { return buf_.capacity(); }
 
  private:
   std::string buf_;

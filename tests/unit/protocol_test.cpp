@@ -1322,6 +1322,25 @@ TEST(LineSplitter, OneLine) {
   EXPECT_FALSE(s.overflow());
 }
 
+// A waiting participant's connection holds no buffer once its lines were
+// taken (a host holds thousands of them: docs/performance.md).
+TEST(LineSplitter, GivesItsMemoryBackOnceEveryLineWasTaken) {
+  line_splitter s;
+  s.feed("HELLO v=1 host=node1 pid=4242 keepalive=5000 nonce=0123456789abcdef0123456789abcdef\n"
+         "ARRIVE name=epoch3 scope=slurm-123.0 id=abcdefghijklmnop n=6 rank=3 chief=0\n");
+  const std::size_t none = std::string().capacity();  // what an empty string holds in itself
+  EXPECT_GT(s.capacity(), none);
+  EXPECT_EQ(drain(s).size(), 2u);
+  EXPECT_EQ(s.capacity(), none);
+  // An unfinished line is kept, and so is its memory.
+  s.feed("PING\nLEA");
+  EXPECT_EQ(drain(s), std::vector<std::string>{"PING"});
+  EXPECT_EQ(s.buffered(), 3u);
+  s.feed("VE\n");
+  EXPECT_EQ(drain(s), std::vector<std::string>{"LEAVE"});
+  EXPECT_EQ(s.capacity(), none);
+}
+
 TEST(LineSplitter, SplitAcrossFeeds) {
   line_splitter s;
   s.feed("ARR");
