@@ -2,7 +2,11 @@
 # Rounds of N separate processes that meet at a barrier, on this machine, in
 # one run: `tfbarrier wait`, floor (a) (a C process that crosses loopback
 # once), a barrier of files polled in a shared directory, redis-cli (INCR,
-# then BLPOP) against a local redis-server, and PyTorch's TCPStore.
+# then BLPOP) against a local redis-server, and PyTorch's TCPStore. With
+# tfbarrier runs floor (p): a C process that speaks tfbarrier's protocol to
+# the same host (bench/floor_p_client.c), which splits tfbarrier's time over
+# floor (a) into what the protocol and the host cost, and what the `wait`
+# process itself costs.
 #
 # A round (bench/roundrun.c): N processes are forked and held; the clock
 # starts when all N are let go at once, and stops when the last has exited.
@@ -94,8 +98,11 @@ for n in $NS; do
   start_server FA_ADDR FLOOR_ADDR "$BIN/tfb_floor_a_server" --n "$n"
   run_cell floor "$n" "$BIN/tfb_floor_a_client" "$FA_ADDR"
   stop_server "$FA_ADDR_PID"
-  cell[tfbarrier,$n]="not run (BENCH_ALTS)" cell[files,$n]="not run (BENCH_ALTS)"
-  want tfbarrier && run_cell tfbarrier "$n" "$TFB" wait --name "cmp$n-%r" --n "$n" --quiet
+  cell[tfbarrier,$n]="not run (BENCH_ALTS)" cell[floorp,$n]="not run (BENCH_ALTS)" cell[files,$n]="not run (BENCH_ALTS)"
+  if want tfbarrier; then
+    run_cell floorp "$n" "$BIN/tfb_floor_p_client" "$TFB_ADDR" "cmpp$n-%r" "$n"
+    run_cell tfbarrier "$n" "$TFB" wait --name "cmp$n-%r" --n "$n" --quiet
+  fi
   if want files; then
     mkdir -p "$BENCH_TMP/files"
     run_cell files "$n" /bin/sh "$bench_root/bench/alt/files.sh" "$BENCH_TMP/files/$n-%r" "$n" %i
@@ -130,13 +137,13 @@ fmt_cell() {
 echo
 echo "Round of N processes: median time from the start of all N to the last exit (ratio to floor (a)); load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| N | floor (a): C client, one byte | tfbarrier wait | files, 10 ms poll | redis-cli INCR+BLPOP | PyTorch TCPStore |"
-echo "|---|---|---|---|---|---|"
+echo "| N | floor (a): C client, one byte | floor (p): C client, tfbarrier's protocol | tfbarrier wait | files, 10 ms poll | redis-cli INCR+BLPOP | PyTorch TCPStore |"
+echo "|---|---|---|---|---|---|---|"
 for n in $NS; do
   f=${cell[floor,$n]%% *}
   if ! [[ "$f" =~ ^[0-9.]+$ ]]; then f=0; fi
   row="| $n"
-  for k in floor tfbarrier files redis tcpstore; do
+  for k in floor floorp tfbarrier files redis tcpstore; do
     if [ "$f" = 0 ]; then row+=" | ${cell[$k,$n]}"; else row+=" | $(fmt_cell "${cell[$k,$n]}" "$f")"; fi
   done
   echo "$row |"

@@ -30,7 +30,7 @@ bench_cleanup() {
 bench_build() {
   cmake -S "$bench_root" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTFB_TESTS=OFF -DTFB_BENCH=ON >/dev/null
   cmake --build "$BUILD" -j"${BENCH_JOBS:-1}" --target tfbarrier tfb_loadgen tfb_roundrun tfb_floor_a_server \
-    tfb_floor_a_client tfb_floor_b_server tfb_noop tfb_cpuid_cost >/dev/null
+    tfb_floor_a_client tfb_floor_p_client tfb_floor_b_server tfb_noop tfb_cpuid_cost >/dev/null
   TFB=$BUILD/tfbarrier
   # shellcheck disable=SC2034  # BIN is used by the scripts that source this file
   BIN=$BUILD/bench

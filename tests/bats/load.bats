@@ -43,3 +43,19 @@ teardown() {
   run -1 timeout 60 "$LOADGEN" --addr "$TFBARRIER_ADDR" --participants 50 --raw --raw-line 'PING' --timeout 10
   assert_output --partial "WRONG"
 }
+
+@test "floor (p), the C client of bench/compare.sh, is released by a real host with the chief's verdict" {
+  local floorp=${LOADGEN%/*}/tfb_floor_p_client
+  [ -x "$floorp" ] || { echo "floor (p) client not found at $floorp" >&2; return 1; }
+  start_host
+  spawn p0 "$floorp" "$TFBARRIER_ADDR" fp 3
+  spawn p1 "$floorp" "$TFBARRIER_ADDR" fp 3
+  wait_arrived fp 2
+  still_running 0.2 p0 p1
+  spawn chief "$TFB" wait --name fp --n 3 --chief
+  expect_exits 0 chief
+  "$TFB" decide stop --name fp
+  expect_exits 1 p0 p1
+  # A round without a chief: continue, exit 0.
+  run -0 "$floorp" "$TFBARRIER_ADDR" solo 1
+}
