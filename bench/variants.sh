@@ -6,7 +6,13 @@
 #   nocli         no CLI11: bench/variant_wait.cpp calls run_wait() directly
 #   static        tfbarrier linked fully static (glibc too)
 #   static_nocli  both
-# The machine is noisy, so the five run in turns, BENCH_TURNS times, a few
+# and two more floors, C clients linked like floor (a)'s, to say how much of
+# the round any participant of a request-and-reply barrier must pay:
+#   floorr        floor (b)'s server (no protocol), a client that sends its
+#                 arrival and reads one line back (bench/floor_p_client.c)
+#   floorp        floor (p): the same client against `tfbarrier serve`, with
+#                 tfbarrier's protocol (HELLO, ARRIVE; WAITING, RELEASE)
+# The machine is noisy, so the seven run in turns, BENCH_TURNS times, a few
 # rounds each; a cell is the median of its turns' medians. Then page faults
 # and CPU per process (perf stat, a round of 1), where perf is installed.
 #
@@ -20,7 +26,7 @@ bench_init
 NS=${BENCH_NS:-8 128 512}
 TURNS=${BENCH_TURNS:-4}
 ROUNDS=${BENCH_ROUNDS:-11}
-VARIANTS=(floor tfbarrier nocli static static_nocli)
+VARIANTS=(floor floorr floorp tfbarrier nocli static static_nocli)
 
 bench_build
 cmake --build "$BUILD" -j"${BENCH_JOBS:-1}" --target tfb_variant_nocli tfb_variant_static tfb_variant_static_nocli \
@@ -31,6 +37,8 @@ echo "rounds: $TURNS turns of $ROUNDS rounds (after 3 warm-up rounds) per cell; 
 cmd_of() {  # cmd_of VARIANT N: sets CMD to the command line of one participant
   case $1 in
     floor) CMD=("$BIN/tfb_floor_a_client" "$FA") ;;
+    floorr) CMD=("$BIN/tfb_floor_p_client" "$FB" "r%r" "$2") ;;
+    floorp) CMD=("$BIN/tfb_floor_p_client" "$H" "p%r" "$2") ;;
     tfbarrier) CMD=("$TFB" wait --name "v%r" --n "$2" --quiet) ;;
     *) CMD=("$BIN/tfb_variant_$1" wait --name "v%r" --n "$2" --quiet) ;;
   esac
@@ -40,6 +48,7 @@ declare -A turns
 for n in $NS; do
   start_server H TFBARRIER_ADDR "$TFB" serve --listen 127.0.0.1:0 --quiet
   start_server FA FLOOR_ADDR "$BIN/tfb_floor_a_server" --n "$n"
+  start_server FB FLOOR_ADDR "$BIN/tfb_floor_b_server" --n "$n" --reply "RELEASE verdict=continue"
   for t in $(seq "$TURNS"); do
     for v in "${VARIANTS[@]}"; do
       cmd_of "$v" "$n"
@@ -52,13 +61,14 @@ for n in $NS; do
     done
   done
   stop_server "$FA_PID"
+  stop_server "$FB_PID"
   stop_server "$H_PID"
 done
 
 echo
 echo "Rounds of N processes: median of $TURNS turns (each the median of $ROUNDS rounds); load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-printf '| N | floor (a) | tfbarrier wait | no CLI11 | static | static, no CLI11 |\n|---|---|---|---|---|---|\n'
+printf '| N | floor (a) | C request, floor (b) server | floor (p) | tfbarrier wait | no CLI11 | static | static, no CLI11 |\n|---|---|---|---|---|---|---|---|\n'
 for n in $NS; do
   fl=$(tr ' ' '\n' <<<"${turns[floor.$n]}" | grep . | median)
   row="| $n |"
@@ -72,6 +82,7 @@ done
 command -v perf >/dev/null || { echo; echo "(perf is not installed: no page-fault figures)"; exit 0; }
 start_server H TFBARRIER_ADDR "$TFB" serve --listen 127.0.0.1:0 --quiet
 start_server FA FLOOR_ADDR "$BIN/tfb_floor_a_server" --n 1
+start_server FB FLOOR_ADDR "$BIN/tfb_floor_b_server" --n 1 --reply "RELEASE verdict=continue"
 echo
 echo "One process, a round of 1: perf stat -r 200, two batches in turns (task-clock is CPU time)"
 echo
@@ -80,7 +91,7 @@ declare -A pf tc
 for t in 1 2; do
   for v in "${VARIANTS[@]}"; do
     cmd_of "$v" 1
-    CMD=("${CMD[@]/v%r/v1}")
+    for i in "${!CMD[@]}"; do CMD[i]=${CMD[i]//"%r"/1}; done
     stat=$(TFBARRIER_ADDR=$H perf stat -r 200 -x, -e page-faults,task-clock -- "${CMD[@]}" 2>&1 >/dev/null)
     pf[$v]+="$(awk -F, '$3 == "page-faults" {print $1}' <<<"$stat") "
     tc[$v]+="$(awk -F, '$3 == "task-clock" {printf "%.3f", $1}' <<<"$stat") "
