@@ -10,6 +10,9 @@ load helpers
 setup() {
   setup_common
 }
+teardown() {
+  teardown_common  # the host of the status test (it ran for ever after the suites)
+}
 
 # cfg [VAR=value...] [-- config flags...]: runs `tfbarrier config --json` with only
 # those variables (plus HOME and PATH), stdout and stderr apart.
