@@ -735,13 +735,17 @@ def check(h):
     detect = 3 * h.ka + 0.5 + 0.3  # the host's silence window, plus scheduling slack
 
     def hidden_until(t):
-        # A death at t may be hidden from the host until a global fault ends (+ its silence window).
+        # A death at t may be hidden from the host until the last global fault
+        # that covers it ends (+ its silence window). The last, not the first
+        # listed: a kill during a link fault that began inside an earlier host
+        # freeze's window stays hidden until the link is back (seed 871770664).
+        until = t + 0.05
         for f in h.global_faults:
             if f["kind"] == "host_kill":
                 continue
             if f["start"] - 0.05 <= t <= f["end"] + detect:
-                return f["end"] + detect
-        return t + 0.05
+                until = max(until, f["end"] + detect)
+        return until
 
     for rnd in h.rounds:
         n, name = rnd["n"], rnd["name"]
@@ -870,6 +874,14 @@ def self_test():
         "lost verdict": (rnd("advance", [proc("k", 0, "advance", 0.0, 0.1, 0), proc("b", 1, "worker", 0.1, 2.0, 0),
                                          proc("c", 2, "worker", 0.2, 2.0, 0)], "stop", "m"), {2, 4}),
         "hang": (rnd("plain", ok[:2] + [proc("c", 2, "worker", 1.0, 40.0, 124)]), {3}),
+        # rank 1 was killed at 1.0, inside a host freeze's window (until 2.2) and
+        # a link fault (until 5.2): the host may count it until 5.2, so a
+        # release after rank 2's arrival at 2.5 is no violation.
+        "kill hidden twice": (dict(rnd("plain", [proc("a", 0, "worker", 0.0, 3.0, 0),
+                                                 proc("b", 1, "worker", 0.1, 1.0, -9, killed_at=1.0),
+                                                 proc("c", 2, "worker", 2.5, 3.0, 0)]),
+                                   faults=[{"kind": "host_stop", "start": 0.0, "end": 0.5},
+                                           {"kind": "link_down", "start": 0.9, "end": 3.5}]), set()),
         "undocumented exit": (rnd("plain", ok[:2] + [proc("c", 2, "worker", 1.0, 2.0, 70)]), {3}),
     }
     failed = 0
@@ -887,6 +899,7 @@ def self_test():
             name, got, want, "ok" if got == want else "FAILED"))
     for name, (r, want) in cases.items():
         h = Fake()
+        h.global_faults = r.pop("faults", [])
         h.rounds = [r]
         got = {v[0] for v in check(h)}
         status = "ok" if got == want else "FAILED"
