@@ -57,6 +57,7 @@ bool split_host_port(const std::string& s, std::string& host, std::string& port)
 namespace {
 
 constexpr std::size_t max_outbox_bytes = 1 << 20;  // a client that reads nothing is dropped past this
+constexpr std::size_t max_held_bytes = 64 << 10;    // replies held back for one write (write_batch) are written past this
 
 class server;
 
@@ -289,11 +290,17 @@ void session::send(std::string bytes, bool close_after) {
     stop();
     return;
   }
-  if (!held_ && srv_.hold(shared_from_this())) {
-    held_ = true;
-    return;
+  // Held back while the server gathers this input's replies, but only up to
+  // max_held_bytes: a client that pipelines many STATUS requests (and reads
+  // the replies) must not meet max_outbox_bytes for what the kernel would take.
+  if (outbox_.size() < max_held_bytes) {
+    if (held_) return;
+    if (srv_.hold(shared_from_this())) {
+      held_ = true;
+      return;
+    }
   }
-  if (!held_) flush();
+  flush();
 }
 
 // Writes now, without a coroutine or a timer: a reply is a line or two and the

@@ -61,3 +61,33 @@ EOF
   assert_line --index 2 --regexp '^HOST SIDE: '
   assert_equal "${#lines[@]}" 3
 }
+
+@test "a client that pipelines many STATUS requests and reads them all gets every reply (replies held back are written past 64 KiB)" {
+  start_host --quiet
+  # 400 aborted barriers make each STATUS reply about 40 KB; 150 STATUS lines
+  # in one write ask for 6 MB at once, more than the 1 MiB of unread replies
+  # a client may leave: held back whole, they would be.
+  run -0 /usr/bin/python3 - "$TFBARRIER_ADDR" <<'PY'
+import socket, sys
+host, port = sys.argv[1].rsplit(":", 1)
+s = socket.create_connection((host, int(port)), timeout=20)
+s.sendall(b"HELLO v=1 host=t pid=1\n" + b"".join(b"ABORT scope=default name=b%d :r\n" % i for i in range(400)))
+got = b""
+while got.count(b"ABORTED ") < 400:
+    chunk = s.recv(65536)
+    assert chunk, "closed during the aborts"
+    got += chunk
+s.sendall(b"STATUS scope=default\n" * 150)
+ends, size, tail = 0, 0, b""
+while ends < 150:
+    chunk = s.recv(1 << 20)
+    if not chunk:
+        break
+    size += len(chunk)
+    ends += (tail + chunk).count(b"\nEND\n")  # an END split between two reads counts once
+    tail = (tail + chunk)[-4:]
+print("END lines: %d, bytes: %d" % (ends, size))
+PY
+  assert_output --regexp '^END lines: 150, bytes: [0-9]{7,}$'
+  run -1 grep -q 'does not read its replies' "$HOST_LOG"
+}
