@@ -69,6 +69,10 @@ class session : public std::enable_shared_from_this<session> {
   void start();
   void send(std::string bytes, bool close_after);
   void flush();
+  void flush_held() {  // the end of a write_batch that held this session's replies
+    held_ = false;
+    flush();
+  }
   void stop();
   conn_id id() const { return id_; }
   const std::string& remote() const { return remote_; }
@@ -147,7 +151,9 @@ class server {
         // Acknowledging now would promise what a crash could take back. Stop
         // as a crash would, before any reply of this step: participants
         // reconnect, and a restarted host (with room to write) takes their
-        // requests again. Nothing acknowledged is lost.
+        // requests again. Nothing acknowledged is lost. (Replies to earlier
+        // lines of the same input, held back for one write, go too, as in a
+        // crash: what they told is in the journal, and told again after it.)
         log(fmt::format("error: cannot write the journal in {}: {}; stopping before acknowledging what it could "
                         "not record. Free space (or fix {}) and start the host again: waiting participants "
                         "reconnect until their --connect-timeout",
@@ -192,7 +198,7 @@ class server {
       if (--s_.holding_ > 0) return;
       auto held = std::move(s_.held_);
       s_.held_.clear();
-      for (auto& sess : held) sess->flush();  // may stop a session, whose replies to others then go at once
+      for (auto& sess : held) sess->flush_held();  // may stop a session, whose replies to others then go at once
     }
 
    private:
@@ -307,7 +313,6 @@ void session::send(std::string bytes, bool close_after) {
 // socket almost always takes it whole. Only what it does not take waits for
 // the socket to become writable.
 void session::flush() {
-  held_ = false;
   if (writing_ || stopped_) return;
   while (!outbox_.empty()) {
     asio::error_code ec;
