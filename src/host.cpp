@@ -57,7 +57,7 @@ bool split_host_port(const std::string& s, std::string& host, std::string& port)
 namespace {
 
 constexpr std::size_t max_outbox_bytes = 1 << 20;  // a client that reads nothing is dropped past this
-constexpr std::size_t max_held_bytes = 64 << 10;    // replies held back for one write (write_batch) are written past this
+constexpr std::size_t max_held_bytes = 64 << 10;    // a write_batch holds no more than this for one connection
 
 class server;
 
