@@ -202,7 +202,7 @@ $output"
 @test "tfbarrier-protocol.7 lists every error kind of docs/protocol.md" {
   local kind missing=() errors
   errors=$(section "$MAN7" .SH ERRORS)
-  # One row of the table each, in the constant-width font pandoc gives code.
+  # A .TP entry per row of the table, tagged in the constant-width font pandoc gives code.
   for kind in $(sed -nE 's/^\| `([A-Z]+)` \|.*/\1/p' "$ROOT/docs/protocol.md"); do
     grep -qxF "\f[CR]$kind\f[R]" <<<"$errors" || missing+=("$kind")
   done
