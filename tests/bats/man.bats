@@ -4,7 +4,8 @@
 # command's subsection, or under "Client options" for a command that points
 # there), every option the page documents exists, every variable tfbarrier
 # reads is under ENVIRONMENT, and the exit-code tables of the page and of
-# README.md are src/exit_codes.h's.
+# README.md are src/exit_codes.h's. man/tfbarrier-protocol.7 is made from
+# docs/protocol.md by scripts/man-protocol (pandoc), and must be what it makes.
 # shellcheck disable=SC2154  # $stderr is set by `run --separate-stderr`
 load helpers
 
@@ -90,7 +91,8 @@ header_exit_codes() {
   version=$("$TFB" --version | awk '{print $2}')
   [ -n "$version" ]
   grep -qE "^\.TH TFBARRIER 1 [0-9-]+ \"tfbarrier $version\"" "$MAN1"
-  grep -qE "^\.TH TFBARRIER\\\\-PROTOCOL 7 [0-9-]+ \"tfbarrier $version\"" "$MAN7"
+  # pandoc quotes every argument of .TH.
+  grep -qE "^\.TH \"TFBARRIER-PROTOCOL\" \"7\" \"[0-9-]+\" \"tfbarrier $version\"" "$MAN7"
 }
 
 @test "every command of tfbarrier --help has its subsection in tfbarrier.1" {
@@ -186,11 +188,23 @@ header_exit_codes() {
   diff <(echo "$want") <(echo "$got") >&2
 }
 
+@test "tfbarrier-protocol.7 is what scripts/man-protocol makes of docs/protocol.md" {
+  command -v pandoc >/dev/null ||
+    fail "pandoc is not installed, so the page cannot be checked: run scripts/deps test (or apt-get install pandoc)"
+  run "$ROOT/scripts/man-protocol" "$BATS_TEST_TMPDIR/protocol.7"
+  assert_success
+  run diff -u "$MAN7" "$BATS_TEST_TMPDIR/protocol.7"
+  [ "$status" -eq 0 ] || fail "man/tfbarrier-protocol.7 is not what docs/protocol.md makes: run scripts/man-protocol
+and commit the page (it was made with Debian 12's pandoc 2.17; this is $(pandoc --version | head -1)).
+$output"
+}
+
 @test "tfbarrier-protocol.7 lists every error kind of docs/protocol.md" {
   local kind missing=() errors
   errors=$(section "$MAN7" .SH ERRORS)
+  # A .TP entry per row of the table, tagged in the constant-width font pandoc gives code.
   for kind in $(sed -nE 's/^\| `([A-Z]+)` \|.*/\1/p' "$ROOT/docs/protocol.md"); do
-    grep -qx "\.B $kind" <<<"$errors" || missing+=("$kind")
+    grep -qxF "\f[CR]$kind\f[R]" <<<"$errors" || missing+=("$kind")
   done
   [ -n "$kind" ]
   [ ${#missing[@]} -eq 0 ] || { echo "not in tfbarrier-protocol.7 ERRORS: ${missing[*]}" >&2; return 1; }
