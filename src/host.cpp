@@ -139,7 +139,6 @@ class server {
     conn_config_.services = &services_;
   }
 
-
   bool listen(std::string& error);
   bool open_journal(std::string& error);
   void run_loops();
