@@ -11,7 +11,8 @@
 // not change. That is why inputs are plain values (they can be written to a
 // log and replayed), carry their own time, and name connections by conn_id
 // only. Reads (STATUS, whether anything waits) do not change state and do
-// not pass through the door.
+// not pass through the door; nor does replaying the journal at start-up
+// (barrier_set::restore), which happens before the door opens.
 #include <string>
 #include <variant>
 

@@ -109,7 +109,7 @@ class session : public std::enable_shared_from_this<session> {
   void watch_liveness();
   void read_more();
   void on_readable(asio::error_code ec);
-  void take(host_step& s);
+  void follow(host_step& s);
   void dispatch(proto::request& req);
 
   server& srv_;
@@ -278,7 +278,7 @@ void session::start() {
   handshake_timer_.expires_after(srv_.opts().handshake_timeout);
   handshake_timer_.async_wait([self](asio::error_code e) {
     if (e || self->stopped_) return;
-    if (auto s = self->conn_.handshake_expired()) self->take(*s);
+    if (auto s = self->conn_.handshake_expired()) self->follow(*s);
   });
   asio::error_code nb;
   socket_.non_blocking(true, nb);
@@ -377,7 +377,7 @@ void session::on_readable(asio::error_code ec) {
   while (!stopped_ && !close_after_flush_) {
     auto s = conn_.next(srv_.conn_config());
     if (!s) break;
-    take(*s);
+    follow(*s);
   }
   // After a reply that closes, stop reading; flush() closes after the last reply.
   if (stopped_ || close_after_flush_) return;
@@ -385,7 +385,7 @@ void session::on_readable(asio::error_code ec) {
 }
 
 // Does what host_conn said after a line (or the handshake deadline).
-void session::take(host_step& s) {
+void session::follow(host_step& s) {
   if (!s.bad_client.empty()) srv_.event(fmt::format("bad client {}: {}", remote_, s.bad_client));
   if (!s.warning.empty()) srv_.log(s.warning);
   if (s.timer == host_step::deadline::handshake_over) {

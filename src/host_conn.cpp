@@ -63,7 +63,6 @@ host_step host_conn::hello(const host_conn_config& cfg, const proto::hello& h) {
   peer_ = {h.host, h.pid};
   if (h.keepalive_ms > 0) keepalive_ms_ = std::max<std::uint32_t>(h.keepalive_ms, 100);
   proto::hello_reply hr{protocol_version, cfg.server, "none"};
-  host_step done;
   if (secret) {
     auth_ = std::make_unique<auth_state>(auth_state{h.nonce, cfg.services->nonce()});
     hr.auth = "hmac";
@@ -85,11 +84,9 @@ host_step host_conn::hello(const host_conn_config& cfg, const proto::hello& h) {
     hr.nonce = auth_->host_nonce;
     hr.cred = munge_auth::to_wire(*cred);
     awaiting_auth_ = true;
-  } else {
-    done.timer = host_step::deadline::handshake_over;
   }
   host_step s = reply(hr, false);
-  s.timer = done.timer;
+  if (!awaiting_auth_) s.timer = host_step::deadline::handshake_over;  // no authentication: done
   return s;
 }
 
