@@ -6,9 +6,9 @@
 
 namespace tfb {
 
-bool local_door::submit(door_input in, output& out, std::string& error) {
+bool local_door::submit(const door_input& in, output& out, std::string& error) {
   std::visit(
-      [&](auto& i) {
+      [&](const auto& i) {
         using T = std::decay_t<decltype(i)>;
         if constexpr (std::is_same_v<T, input::arrive>)
           state_.arrive(i.c, i.req, i.peer, i.now, out);

@@ -64,7 +64,7 @@ class door {
   /// Applies one input: out gets the replies, log lines and journal entries
   /// of the step. Returns false, with error (the system's reason), when the
   /// step could not be recorded: then nothing of it may be sent.
-  virtual bool submit(door_input in, output& out, std::string& error) = 0;
+  virtual bool submit(const door_input& in, output& out, std::string& error) = 0;
 };
 
 /// One host's door: applies inputs at once to a barrier_set, and appends
@@ -74,7 +74,7 @@ class local_door final : public door {
  public:
   explicit local_door(barrier_set& state, journal* j = nullptr) : state_(state), journal_(j) {}
   void set_journal(journal* j) { journal_ = j; }
-  bool submit(door_input in, output& out, std::string& error) override;
+  bool submit(const door_input& in, output& out, std::string& error) override;
 
  private:
   barrier_set& state_;

@@ -162,9 +162,9 @@ class server {
   }
   /// Passes one input through the door to the barriers, and logs what it
   /// did; out then holds the replies, for send_all().
-  void submit(door_input in, output& out) {
+  void submit(const door_input& in, output& out) {
     std::string error;
-    bool recorded = door_.submit(std::move(in), out, error);
+    bool recorded = door_.submit(in, out, error);
     for (auto& line : out.log) event(line);
     out.log.clear();
     if (!recorded) {
@@ -375,9 +375,16 @@ void session::on_readable(asio::error_code ec) {
   server::write_batch batch(srv_);  // this input's replies, to everyone, go out at its end
   conn_.take(std::string_view(buf, n));
   while (!stopped_ && !close_after_flush_) {
-    auto s = conn_.next(srv_.conn_config());
-    if (!s) break;
-    follow(*s);
+    // The line lives until its step is done: the barriers' allocations for
+    // it then do not fill its place in the heap, which the next line's takes
+    // again (measured: a few dozen bytes less per waiting participant).
+    auto l = conn_.line();
+    if (!l) {
+      if (auto s = conn_.overflow()) follow(*s);
+      break;
+    }
+    host_step s = conn_.feed(srv_.conn_config(), *l);
+    follow(s);
   }
   // After a reply that closes, stop reading; flush() closes after the last reply.
   if (stopped_ || close_after_flush_) return;
@@ -406,23 +413,30 @@ void session::follow(host_step& s) {
 void session::dispatch(proto::request& req) {
   output out;
   millis now = srv_.now();
+  // The input lives until its replies are sent: its strings' places in the
+  // heap are then not taken by the replies (measured: fewer bytes per
+  // waiting participant).
+  std::optional<door_input> in;
   std::visit(
       [&](auto& m) {
         using T = std::decay_t<decltype(m)>;
         if constexpr (std::is_same_v<T, proto::arrive> || std::is_same_v<T, proto::decide>) {
           if constexpr (std::is_same_v<T, proto::arrive>)
-            srv_.submit(input::arrive{id_, std::move(m), conn_.peer(), now}, out);
+            in.emplace(input::arrive{id_, std::move(m), conn_.peer(), now});
           else
-            srv_.submit(input::decide{id_, std::move(m), conn_.peer(), now}, out);
+            in.emplace(input::decide{id_, std::move(m), conn_.peer(), now});
+          srv_.submit(*in, out);
           // A request that was refused leaves the connection free for another try.
           for (auto& e : out.sends)
             if (e.to == id_ && std::holds_alternative<proto::error_reply>(e.msg)) conn_.refused();
         } else if constexpr (std::is_same_v<T, proto::abort_req>) {
-          srv_.submit(input::abort{id_, std::move(m), now}, out);
+          in.emplace(input::abort{id_, std::move(m), now});
+          srv_.submit(*in, out);
         } else if constexpr (std::is_same_v<T, proto::status_req>) {
           out.sends.push_back({id_, srv_.state().status(m, now)});
         } else if constexpr (std::is_same_v<T, proto::leave>) {
-          srv_.submit(input::leave{id_, departure::left, now}, out);
+          in.emplace(input::leave{id_, departure::left, now});
+          srv_.submit(*in, out);
         } else if constexpr (std::is_same_v<T, proto::ping>) {
           out.sends.push_back({id_, proto::pong{}});
         }  // HELLO and AUTH: host_conn answered them

@@ -10,8 +10,7 @@
 
 namespace tfb {
 
-std::optional<host_step> host_conn::next(const host_conn_config& cfg) {
-  if (auto l = splitter_.next()) return feed(cfg, *l);
+std::optional<host_step> host_conn::overflow() {
   if (!splitter_.overflow()) return std::nullopt;
   host_step s = reply(proto::error_reply{proto::error_kind::toolong,
                                          fmt::format("line longer than {} bytes", proto::max_line)},
@@ -20,13 +19,17 @@ std::optional<host_step> host_conn::next(const host_conn_config& cfg) {
   return s;
 }
 
-host_step host_conn::feed(const host_conn_config& cfg, std::string_view line) {
-  std::string raw(line);
-  if (sealed() && !auth::unseal(raw, auth_->session_key, auth::direction::to_host, auth_->in_seq++))
-    return refuse_auth("a line without a valid MAC");
+host_step host_conn::feed(const host_conn_config& cfg, std::string_view raw) {
+  std::string unsealed;  // a copy only when there is a MAC to take off
+  if (sealed()) {
+    unsealed = raw;
+    if (!auth::unseal(unsealed, auth_->session_key, auth::direction::to_host, auth_->in_seq++))
+      return refuse_auth("a line without a valid MAC");
+    raw = unsealed;
+  }
   // Any first line but a HELLO, well-formed or not, is not a tfbarrier client
   // (docs/protocol.md): refused before it is parsed.
-  if (!hello_ && std::string_view(raw).substr(0, raw.find(' ')) != "HELLO") {
+  if (!hello_ && raw.substr(0, raw.find(' ')) != "HELLO") {
     host_step s = reply(proto::error_reply{proto::error_kind::handshake,
                                            "the first line must be HELLO v=1 (see docs/protocol.md)"},
                         true);

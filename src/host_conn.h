@@ -77,14 +77,21 @@ enum class liveness {
 
 class host_conn {
  public:
-  /// Bytes as read from the socket; their lines come out of next().
+  /// Bytes as read from the socket; their lines come out of line() or next().
   void take(std::string_view bytes) { splitter_.feed(bytes); }
-  /// The step for the next complete line taken, or for an over-long line
-  /// (ERR TOOLONG, close); nullopt when no whole line is left. The caller
-  /// stops calling once a step closes.
-  std::optional<host_step> next(const host_conn_config& cfg);
-  /// The step for one line (without its newline), as if read.
+  /// The next complete line taken (for feed()); nullopt when none is whole.
+  std::optional<std::string> line() { return splitter_.next(); }
+  /// After line() said nullopt: the step for an over-long line (ERR TOOLONG,
+  /// close), if one came.
+  std::optional<host_step> overflow();
+  /// The step for one line (without its newline).
   host_step feed(const host_conn_config& cfg, std::string_view line);
+  /// line() and feed(), or overflow(): the step for the next line taken;
+  /// nullopt when no whole line is left. The caller stops once a step closes.
+  std::optional<host_step> next(const host_conn_config& cfg) {
+    if (auto l = line()) return feed(cfg, *l);
+    return overflow();
+  }
 
   /// The handshake deadline passed: the step that closes the connection
   /// (ERR TIMEOUT), or nullopt when the handshake is over.
