@@ -1,12 +1,19 @@
-// The host's network layer: it only carries bytes between sockets and the
-// barrier_set. One io_context, one thread, one coroutine per connection.
+// The host's network layer: the acceptor, the sockets, the timers and the
+// writes. One io_context, one thread. The accept, prune and idle loops are
+// coroutines; a connection is not: it is a session object, kept alive by the
+// one handler it has pending (a wait for its socket to become readable, or
+// writable when the kernel did not take a reply whole, or its timer), so a
+// waiting participant costs that handler and the session, no coroutine frame
+// and no buffer (docs/performance.md). What a line means for the connection
+// (HELLO, the handshakes, sealing, keep-alives) is host_conn's (host_conn.h);
+// the requests it lets through reach the barriers through the door (door.h),
+// which journals what must survive a crash before the replies go out.
 #include "host.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <asio.hpp>
@@ -22,6 +29,8 @@
 
 #include "auth.h"
 #include "barrier.h"
+#include "door.h"
+#include "host_conn.h"
 #include "munge_auth.h"
 #include "exit_codes.h"
 #include "journal.h"
@@ -59,6 +68,19 @@ namespace {
 constexpr std::size_t max_outbox_bytes = 1 << 20;  // a client that reads nothing is dropped past this
 constexpr std::size_t max_held_bytes = 64 << 10;    // a write_batch holds no more than this for one connection
 
+// The real world for host_conn: the kernel's random nonces, libmunge, getuid().
+class system_services final : public host_services {
+ public:
+  std::string nonce() override { return auth::make_nonce(); }
+  std::optional<std::string> munge_encode(std::string_view payload, std::string& error) override {
+    return munge_auth::encode(payload, ::getuid(), error);
+  }
+  std::optional<munge_auth::decoded> munge_decode(std::string_view cred, std::string& error) override {
+    return munge_auth::decode(cred, error);
+  }
+  uid_t uid() override { return ::getuid(); }
+};
+
 class server;
 
 class session : public std::enable_shared_from_this<session> {
@@ -67,7 +89,11 @@ class session : public std::enable_shared_from_this<session> {
       : srv_(srv), socket_(std::move(s)), id_(id),
         handshake_timer_(socket_.get_executor()), remote_(std::move(remote)), peer_addr_(std::move(peer_addr)) {}
   void start();
-  void send(std::string bytes, bool close_after);
+  /// Sends replies to this connection (sealed when it is authenticated).
+  void send(std::string bytes, bool close_after) {
+    if (stopped_ || close_after_flush_) return;
+    write(conn_.seal(std::move(bytes)), close_after);
+  }
   void flush();
   void flush_held() {  // the end of a write_batch that held this session's replies
     held_ = false;
@@ -79,37 +105,25 @@ class session : public std::enable_shared_from_this<session> {
   const std::string& peer_addr() const { return peer_addr_; }
 
  private:
+  void write(std::string wire_bytes, bool close_after);
   void watch_liveness();
   void read_more();
   void on_readable(asio::error_code ec);
-  void handle_line(const std::string& l);
+  void follow(host_step& s);
+  void dispatch(proto::request& req);
 
   server& srv_;
   tcp::socket socket_;
   conn_id id_;
-  asio::steady_timer handshake_timer_;
+  asio::steady_timer handshake_timer_;  // the handshake deadline, then the keep-alive checks
   std::string outbox_;         // bytes not yet taken by the kernel (almost always empty, and then freed)
   bool writing_ = false;       // waiting for the socket to take more
   bool held_ = false;          // in the server's list of writes held back (write_batch)
   bool close_after_flush_ = false;
   bool stopped_ = false;
-  bool hello_ = false;
-  bool arrived_ = false;
-  peer_info peer_;
+  host_conn conn_;             // the protocol's state of this connection
   std::string remote_;
   std::string peer_addr_;
-  proto::line_splitter splitter_;
-  std::uint32_t keepalive_ms_ = 0;
-  bool awaiting_auth_ = false;
-  // Only on a host that authenticates (most connections of a job on loopback
-  // do not): the handshake's nonces, then the session key and the sequence
-  // numbers of the MACs. A pointer, so that the others do not carry them.
-  struct auth_state {
-    std::string client_nonce, host_nonce, session_key;
-    std::uint64_t in_seq = 0, out_seq = 0;
-  };
-  std::unique_ptr<auth_state> auth_;
-  bool sealed() const { return auth_ && !auth_->session_key.empty(); }
   std::chrono::steady_clock::time_point last_heard_ = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point last_check_ = std::chrono::steady_clock::now();
 };
@@ -118,7 +132,12 @@ class server {
  public:
   server(asio::io_context& io, const host_options& o)
       : io_(io), opts_(o), acceptor_(io), signals_(io, SIGINT, SIGTERM), prune_timer_(io), idle_timer_(io), shutdown_timer_(io),
-        start_(std::chrono::steady_clock::now()) {}
+        start_(std::chrono::steady_clock::now()) {
+    conn_config_.secret = o.secret;
+    conn_config_.munge = o.munge;
+    conn_config_.server = fmt::format("tfbarrier/{}", tfb::version);
+    conn_config_.services = &services_;
+  }
 
   bool listen(std::string& error);
   bool open_journal(std::string& error);
@@ -141,26 +160,30 @@ class server {
   void event(std::string_view text) {
     if (!opts_.quiet) log(text);
   }
-  void apply(output& out) {
+  /// Passes one input through the door to the barriers, and logs what it
+  /// did; out then holds the replies, for send_all().
+  void submit(const door_input& in, output& out) {
+    std::string error;
+    bool recorded = door_.submit(in, out, error);
     for (auto& line : out.log) event(line);
-    if (!out.journal.empty() && journal_fd_ >= 0) {
-      // Written and flushed before any reply of this step goes out.
-      std::string bytes;
-      for (auto& j : out.journal) bytes += to_journal_line(j);
-      if (!write_all(journal_fd_, bytes) || ::fdatasync(journal_fd_) != 0) {
-        // Acknowledging now would promise what a crash could take back. Stop
-        // as a crash would, before any reply of this step: participants
-        // reconnect, and a restarted host (with room to write) takes their
-        // requests again. Nothing acknowledged is lost. (Replies to earlier
-        // lines of the same input, held back for one write, go too, as in a
-        // crash: what they told is in the journal, and told again after it.)
-        log(fmt::format("error: cannot write the journal in {}: {}; stopping before acknowledging what it could "
-                        "not record. Free space (or fix {}) and start the host again: waiting participants "
-                        "reconnect until their --connect-timeout",
-                        *opts_.state_dir, std::strerror(errno), *opts_.state_dir));
-        std::_Exit(exit_code::protocol);
-      }
+    out.log.clear();
+    if (!recorded) {
+      // Acknowledging now would promise what a crash could take back. Stop
+      // as a crash would, before any reply of this step: participants
+      // reconnect, and a restarted host (with room to write) takes their
+      // requests again. Nothing acknowledged is lost. (Replies to earlier
+      // lines of the same input, held back for one write, go too, as in a
+      // crash: what they told is in the journal, and told again after it.)
+      log(fmt::format("error: cannot write the journal in {}: {}; stopping before acknowledging what it could "
+                      "not record. Free space (or fix {}) and start the host again: waiting participants "
+                      "reconnect until their --connect-timeout",
+                      *opts_.state_dir, error, *opts_.state_dir));
+      std::_Exit(exit_code::protocol);
     }
+  }
+  /// Sends the replies of one step (and logs its events); the host was active.
+  void send_all(output& out) {
+    for (auto& line : out.log) event(line);
     for (auto& e : out.sends) {
       auto it = sessions_.find(e.to);
       if (it == sessions_.end()) continue;
@@ -172,8 +195,10 @@ class server {
     out.log.clear();
     last_active_ = now();
   }
-  barrier_set& state() { return state_; }
+  const barrier_set& state() const { return state_; }
   const host_options& opts() const { return opts_; }
+  const host_conn_config& conn_config() const { return conn_config_; }
+
   void remove(conn_id id, const std::string& peer) {
     if (sessions_.erase(id) != 0) {
       auto it = per_address_.find(peer);
@@ -230,30 +255,20 @@ class server {
   asio::steady_timer prune_timer_, idle_timer_, shutdown_timer_;
   std::chrono::steady_clock::time_point start_;
   barrier_set state_;
+  system_services services_;
+  host_conn_config conn_config_;
+  std::unique_ptr<journal> journal_;
+  local_door door_{state_};
   std::unordered_map<conn_id, std::shared_ptr<session>> sessions_;
   conn_id next_id_ = 1;
   bool stopping_ = false;
   millis last_active_ = 0;
   int reserve_fd_ = -1;
-  int journal_fd_ = -1;
   std::size_t max_connections_ = 0;
   std::unordered_map<std::string, std::size_t> per_address_;
   std::string address_;
   int holding_ = 0;  // open write_batch scopes
   std::vector<std::shared_ptr<session>> held_;
-
-  static bool write_all(int fd, const std::string& bytes) {
-    std::size_t done = 0;
-    while (done < bytes.size()) {
-      ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return false;
-      }
-      done += static_cast<std::size_t>(n);
-    }
-    return true;
-  }
 };
 
 void session::start() {
@@ -262,33 +277,16 @@ void session::start() {
   auto self = shared_from_this();
   handshake_timer_.expires_after(srv_.opts().handshake_timeout);
   handshake_timer_.async_wait([self](asio::error_code e) {
-    if (e || (self->hello_ && !self->awaiting_auth_) || self->stopped_) return;
-    self->srv_.event(fmt::format("bad client {}: no {} within the handshake timeout", self->remote_,
-                                 self->hello_ ? "AUTH" : "HELLO"));
-    self->send(proto::format_reply(proto::error_reply{proto::error_kind::timeout,
-                                                      self->hello_ ? "no AUTH in time" : "no HELLO in time"}), true);
+    if (e || self->stopped_) return;
+    if (auto s = self->conn_.handshake_expired()) self->follow(*s);
   });
   asio::error_code nb;
   socket_.non_blocking(true, nb);
   read_more();
 }
 
-void session::send(std::string bytes, bool close_after) {
+void session::write(std::string bytes, bool close_after) {
   if (stopped_ || close_after_flush_) return;
-  if (sealed() && !bytes.empty()) {
-    // Authenticated connection: every line carries a MAC and a sequence number.
-    std::string lines;
-    std::size_t pos = 0;
-    while (pos < bytes.size()) {
-      std::size_t nl = bytes.find('\n', pos);
-      if (nl == std::string::npos) nl = bytes.size();
-      lines += auth::seal(std::string_view(bytes).substr(pos, nl - pos), auth_->session_key,
-                          auth::direction::to_client, auth_->out_seq++);
-      lines += '\n';
-      pos = nl + 1;
-    }
-    bytes = std::move(lines);
-  }
   outbox_ += bytes;
   if (close_after) close_after_flush_ = true;
   if (outbox_.size() > max_outbox_bytes) {
@@ -348,8 +346,8 @@ void session::stop() {
   socket_.close(ec);
   handshake_timer_.cancel();
   output out;
-  srv_.state().leave(id_, false, srv_.now(), out);
-  srv_.apply(out);
+  srv_.submit(input::leave{id_, departure::disconnected, srv_.now()}, out);
+  srv_.send_all(out);
   srv_.remove(id_, peer_addr_);  // may destroy *this once the coroutines finish; they hold shared_ptrs
 }
 
@@ -362,8 +360,8 @@ void session::read_more() {
 
 void session::on_readable(asio::error_code ec) {
   if (stopped_) return;
-  // One buffer for every connection (one thread): filled and fed to this
-  // connection's splitter at once, never held across a wait.
+  // One buffer for every connection (one thread): filled and given to this
+  // connection's host_conn at once, never held across a wait.
   static char buf[4096];
   std::size_t n = 0;
   if (!ec) n = socket_.read_some(asio::buffer(buf), ec);
@@ -375,181 +373,76 @@ void session::on_readable(asio::error_code ec) {
   }
   last_heard_ = std::chrono::steady_clock::now();
   server::write_batch batch(srv_);  // this input's replies, to everyone, go out at its end
-  splitter_.feed(std::string_view(buf, n));
+  conn_.take(std::string_view(buf, n));
   while (!stopped_ && !close_after_flush_) {
-    auto l = splitter_.next();
-    if (!l) break;
-    handle_line(*l);
-  }
-  if (splitter_.overflow() && !close_after_flush_ && !stopped_) {
-    srv_.event(fmt::format("bad client {}: line longer than {} bytes", remote_, proto::max_line));
-    send(proto::format_reply(proto::error_reply{
-             proto::error_kind::toolong, fmt::format("line longer than {} bytes", proto::max_line)}),
-         true);
+    // The line lives until its step is done: the barriers' allocations for
+    // it then do not fill its place in the heap, which the next line's takes
+    // again (measured: a few dozen bytes less per waiting participant).
+    auto l = conn_.line();
+    if (!l) {
+      if (auto s = conn_.overflow()) follow(*s);
+      break;
+    }
+    host_step s = conn_.feed(srv_.conn_config(), *l);
+    follow(s);
   }
   // After a reply that closes, stop reading; flush() closes after the last reply.
   if (stopped_ || close_after_flush_) return;
   read_more();
 }
 
-void session::handle_line(const std::string& line) {
-  auto refuse_auth = [&](std::string text) {
-    srv_.event(fmt::format("bad client {}: authentication failed: {}", remote_, text));
-    send(proto::format_reply(proto::error_reply{proto::error_kind::auth, std::move(text)}), true);
-  };
-  std::string raw = line;
-  if (sealed() && !auth::unseal(raw, auth_->session_key, auth::direction::to_host, auth_->in_seq++)) {
-    refuse_auth("a line without a valid MAC");
-    return;
+// Does what host_conn said after a line (or the handshake deadline).
+void session::follow(host_step& s) {
+  if (!s.bad_client.empty()) srv_.event(fmt::format("bad client {}: {}", remote_, s.bad_client));
+  if (!s.warning.empty()) srv_.log(s.warning);
+  if (s.timer == host_step::deadline::handshake_over) {
+    handshake_timer_.cancel();
+    if (conn_.keepalive_ms() > 0) watch_liveness();
   }
-  // Any first line but a HELLO, well-formed or not, is not a tfbarrier client
-  // (docs/protocol.md): refused before it is parsed.
-  if (!hello_ && std::string_view(raw).substr(0, raw.find(' ')) != "HELLO") {
-    srv_.event(fmt::format("bad client {}: first line was not HELLO", remote_));
-    send(proto::format_reply(proto::error_reply{proto::error_kind::handshake,
-                                                "the first line must be HELLO v=1 (see docs/protocol.md)"}),
-         true);
-    return;
+  if (!s.bytes.empty() || s.close) write(std::move(s.bytes), s.close);
+  if (s.deliver) {
+    dispatch(*s.deliver);
+  } else if (s.request) {
+    output none;
+    srv_.send_all(none);  // a refused request still counts as activity
   }
-  auto parsed = proto::parse_request(raw);
-  if (auto* err = std::get_if<proto::request_error>(&parsed)) {
-    srv_.event(fmt::format("bad client {}: {}: {}", remote_, proto::to_string(err->kind), err->text));
-    send(proto::format_reply(proto::error_reply{err->kind, err->text}), proto::closes_connection(err->kind));
-    return;
-  }
-  auto& req = std::get<proto::request>(parsed);
+}
+
+// A request host_conn let through: to the barriers through the door, or
+// answered here (STATUS and PING change nothing).
+void session::dispatch(proto::request& req) {
   output out;
   millis now = srv_.now();
-  if (!hello_) {
-    auto* h = std::get_if<proto::hello>(&req);  // a HELLO: other first lines were refused above
-    if (h->version < 1 || h->version > protocol_version) {
-      std::string text = fmt::format(
-          "this host speaks protocol version {}, the client asked for {}; use matching tfbarrier versions",
-          protocol_version, h->version);
-      srv_.event(fmt::format("bad client {}: {}", remote_, text));
-      send(proto::format_reply(proto::error_reply{proto::error_kind::version, text}), true);
-      return;
-    }
-    const auto& secret = srv_.opts().secret;
-    bool munge = srv_.opts().munge && !secret;
-    if ((secret || munge) && h->nonce.size() != 2 * auth::nonce_bytes) {
-      refuse_auth("this host requires authentication; give the participant the same secret file as the host "
-                  "(--secret-file or TFBARRIER_SECRET_FILE)");
-      return;
-    }
-    hello_ = true;
-    peer_ = {h->host, h->pid};
-    if (h->keepalive_ms > 0) keepalive_ms_ = std::max<std::uint32_t>(h->keepalive_ms, 100);
-    proto::hello_reply hr{protocol_version, fmt::format("tfbarrier/{}", tfb::version), "none"};
-    if (secret) {
-      auth_ = std::make_unique<auth_state>(auth_state{h->nonce, auth::make_nonce()});
-      hr.auth = "hmac";
-      hr.nonce = auth_->host_nonce;
-      hr.proof = auth::host_proof(*secret, auth_->client_nonce, auth_->host_nonce);
-      awaiting_auth_ = true;  // the handshake timer still runs until AUTH
-    } else if (munge) {
-      auth_ = std::make_unique<auth_state>(auth_state{h->nonce, auth::make_nonce()});
-      std::string err;
-      auto cred = munge_auth::encode(
-          fmt::format("tfbarrier-host-munge\n{}\n{}", auth_->client_nonce, auth_->host_nonce), ::getuid(), err);
-      if (!cred) {
-        srv_.log(fmt::format("warning: cannot make a MUNGE credential: {}", err));
-        send(proto::format_reply(proto::error_reply{proto::error_kind::busy,
-                                                    "the host cannot reach munged right now: " + err}),
-             true);
-        return;
-      }
-      hr.auth = "munge";
-      hr.nonce = auth_->host_nonce;
-      hr.cred = munge_auth::to_wire(*cred);
-      awaiting_auth_ = true;
-    } else {
-      handshake_timer_.cancel();
-      if (keepalive_ms_ > 0) watch_liveness();
-    }
-    send(proto::format_reply(hr), false);
-    return;
-  }
-  if (awaiting_auth_ && !srv_.opts().secret) {
-    auto* a = std::get_if<proto::auth_req>(&req);
-    if (!a || a->cred.empty()) {
-      refuse_auth(a ? "expected AUTH cred=... (this host authenticates with MUNGE)"
-                    : "a request came before AUTH; this host authenticates with MUNGE (clients reconnect and "
-                      "authenticate first)");
-      return;
-    }
-    std::string err;
-    auto d = munge_auth::decode(munge_auth::from_wire(a->cred), err);
-    if (!d) {
-      refuse_auth(fmt::format("the MUNGE credential was refused: {}", err));
-      return;
-    }
-    if (d->uid != ::getuid()) {
-      refuse_auth(fmt::format("uid {} may not use this host: only the job owner (uid {}) may", d->uid, ::getuid()));
-      return;
-    }
-    std::string prefix = fmt::format("tfbarrier-client-munge\n{}\n{}\n", auth_->client_nonce, auth_->host_nonce);
-    if (!d->payload.starts_with(prefix) || d->payload.size() != prefix.size() + 64) {
-      refuse_auth("the MUNGE credential is not for this connection (a replay?)");
-      return;
-    }
-    awaiting_auth_ = false;
-    handshake_timer_.cancel();
-    auth_->session_key = d->payload.substr(prefix.size());
-    if (keepalive_ms_ > 0) watch_liveness();
-    return;
-  }
-  if (awaiting_auth_) {
-    auto* a = std::get_if<proto::auth_req>(&req);
-    const auto& secret = *srv_.opts().secret;
-    if (!a || !auth::equal(a->proof, auth::client_proof(secret, auth_->client_nonce, auth_->host_nonce))) {
-      refuse_auth(a ? "wrong proof: the participant's secret differs from the host's (or it replayed an old handshake)"
-                    : "expected AUTH after HELLO");
-      return;
-    }
-    awaiting_auth_ = false;
-    handshake_timer_.cancel();
-    auth_->session_key = auth::session_key(secret, auth_->client_nonce, auth_->host_nonce);
-    if (keepalive_ms_ > 0) watch_liveness();
-    return;
-  }
+  // The input lives until its replies are sent: its strings' places in the
+  // heap are then not taken by the replies (measured: fewer bytes per
+  // waiting participant).
+  std::optional<door_input> in;
   std::visit(
-      [&](const auto& m) {
+      [&](auto& m) {
         using T = std::decay_t<decltype(m)>;
-        if constexpr (std::is_same_v<T, proto::hello>) {
-          send(proto::format_reply(proto::error_reply{proto::error_kind::badrequest, "HELLO was already sent"}), true);
-        } else if constexpr (std::is_same_v<T, proto::arrive> || std::is_same_v<T, proto::decide>) {
-          if (arrived_) {
-            send(proto::format_reply(proto::error_reply{proto::error_kind::badrequest,
-                                                        "one ARRIVE or DECIDE per connection"}),
-                 true);
-            return;
-          }
-          arrived_ = true;
+        if constexpr (std::is_same_v<T, proto::arrive> || std::is_same_v<T, proto::decide>) {
           if constexpr (std::is_same_v<T, proto::arrive>)
-            srv_.state().arrive(id_, m, peer_, now, out);
+            in.emplace(input::arrive{id_, std::move(m), conn_.peer(), now});
           else
-            srv_.state().decide(id_, m, peer_, now, out);
+            in.emplace(input::decide{id_, std::move(m), conn_.peer(), now});
+          srv_.submit(*in, out);
           // A request that was refused leaves the connection free for another try.
           for (auto& e : out.sends)
-            if (e.to == id_ && std::holds_alternative<proto::error_reply>(e.msg)) arrived_ = false;
+            if (e.to == id_ && std::holds_alternative<proto::error_reply>(e.msg)) conn_.refused();
         } else if constexpr (std::is_same_v<T, proto::abort_req>) {
-          srv_.state().abort(id_, m, now, out);
+          in.emplace(input::abort{id_, std::move(m), now});
+          srv_.submit(*in, out);
         } else if constexpr (std::is_same_v<T, proto::status_req>) {
           out.sends.push_back({id_, srv_.state().status(m, now)});
         } else if constexpr (std::is_same_v<T, proto::leave>) {
-          srv_.state().leave(id_, true, now, out);
+          in.emplace(input::leave{id_, departure::left, now});
+          srv_.submit(*in, out);
         } else if constexpr (std::is_same_v<T, proto::ping>) {
           out.sends.push_back({id_, proto::pong{}});
-        } else if constexpr (std::is_same_v<T, proto::auth_req>) {
-          send(proto::format_reply(proto::error_reply{
-                   proto::error_kind::badrequest,
-                   !sealed() ? "this host does not authenticate: send no AUTH" : "AUTH was already done"}),
-               true);
-        }
+        }  // HELLO and AUTH: host_conn answered them
       },
       req);
-  srv_.apply(out);
+  srv_.send_all(out);
 }
 
 // A client that promised keep-alives and went silent (stopped, or behind a
@@ -557,24 +450,26 @@ void session::handle_line(const std::string& line) {
 void session::watch_liveness() {
   auto self = shared_from_this();
   last_check_ = std::chrono::steady_clock::now();
-  handshake_timer_.expires_after(std::chrono::milliseconds(keepalive_ms_));
+  handshake_timer_.expires_after(std::chrono::milliseconds(conn_.keepalive_ms()));
   handshake_timer_.async_wait([self](asio::error_code ec) {
     if (ec || self->stopped_) return;
     auto now = std::chrono::steady_clock::now();
-    if (now - self->last_check_ > std::chrono::milliseconds(2 * self->keepalive_ms_ + 500)) {
-      // The timer fired late: the host itself was not running (stopped, or starved), and the
-      // client's PINGs wait unread in the socket. Not the client's silence: look again later.
-      self->last_heard_ = now;
-    }
-    auto silent = now - self->last_heard_;
-    if (silent > std::chrono::milliseconds(3 * self->keepalive_ms_ + 500)) {
-      output out;
-      self->srv_.state().leave(self->id_, departure::unresponsive, self->srv_.now(), out);
-      self->srv_.apply(out);
-      self->srv_.event(fmt::format("client {} sent nothing for {}; closing", self->remote_,
-                                   format_duration(std::chrono::duration_cast<duration>(silent))));
-      self->stop();
-      return;
+    switch (self->conn_.check_liveness(now - self->last_check_, now - self->last_heard_)) {
+      case liveness::alive:
+        break;
+      case liveness::host_was_late:  // the client's PINGs wait unread: look again later
+        self->last_heard_ = now;
+        break;
+      case liveness::silent: {
+        auto silent = now - self->last_heard_;
+        output out;
+        self->srv_.submit(input::leave{self->id_, departure::unresponsive, self->srv_.now()}, out);
+        self->srv_.send_all(out);
+        self->srv_.event(fmt::format("client {} sent nothing for {}; closing", self->remote_,
+                                     format_duration(std::chrono::duration_cast<duration>(silent))));
+        self->stop();
+        return;
+      }
     }
     self->watch_liveness();
   });
@@ -582,66 +477,26 @@ void session::watch_liveness() {
 
 bool server::open_journal(std::string& error) {
   if (!opts_.state_dir) return true;
-  const std::string& dir = *opts_.state_dir;
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    error = fmt::format("cannot create the state directory {}: {}", dir, std::strerror(errno));
-    return false;
-  }
-  std::string path = dir + "/journal", tmp = dir + "/journal.tmp";
+  auto j = std::make_unique<journal>(*opts_.state_dir);
   std::size_t restored = 0;
-  if (std::FILE* f = std::fopen(path.c_str(), "r")) {
-    char* buf = nullptr;
-    std::size_t cap = 0;
-    ssize_t len;
-    std::size_t lineno = 0;
-    while ((len = ::getline(&buf, &cap, f)) > 0) {
-      std::string_view line(buf, static_cast<std::size_t>(len));
-      if (line.ends_with('\n')) line.remove_suffix(1);
-      ++lineno;
-      std::string err;
-      if (lineno == 1) {
-        if (!check_journal_header(line, err)) {
-          error = fmt::format("cannot use the journal {}: {}; move it away to start afresh", path, err);
-          std::free(buf);
-          std::fclose(f);
-          return false;
-        }
-        continue;
-      }
-      auto e = from_journal_line(line, err);
-      if (!e) {
-        // A torn last line (a crash while writing) is expected; anything else is worth a warning.
-        log(fmt::format("warning: journal {} line {} skipped: {}", path, lineno, err));
-        continue;
-      }
-      state_.restore(*e, now());
-      ++restored;
-    }
-    std::free(buf);
-    std::fclose(f);
-  }
+  bool ok = j->read(
+      [&](const journal_entry& e) {
+        state_.restore(e, now());
+        ++restored;
+      },
+      // A torn last line (a crash while writing) is expected; anything else is worth a warning.
+      [&](std::size_t line, const std::string& why) {
+        log(fmt::format("warning: journal {} line {} skipped: {}", j->path(), line, why));
+      },
+      error);
   // Compact: write what the state needs now, flush, and swap it in.
-  std::string bytes = journal_header();
-  for (const auto& e : state_.snapshot()) bytes += to_journal_line(e);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0 || !write_all(fd, bytes) || ::fsync(fd) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    error = fmt::format("cannot write the journal in {}: {}", dir, std::strerror(errno));
-    if (fd >= 0) ::close(fd);
-    return false;
-  }
-  ::close(fd);
-  if (int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  journal_fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-  if (journal_fd_ < 0) {
-    error = fmt::format("cannot open the journal {}: {}", path, std::strerror(errno));
-    return false;
-  }
-  log(fmt::format("journal {}: restored {} entries", path, restored));
+  if (!ok || !j->compact(state_.snapshot(), error)) return false;
+  log(fmt::format("journal {}: restored {} entries", j->path(), restored));
+  journal_ = std::move(j);
+  door_.set_journal(journal_.get());
   return true;
 }
+
 
 bool server::listen(std::string& error) {
   std::string host, port;
@@ -785,7 +640,9 @@ awaitable<void> server::prune_loop() {
     prune_timer_.expires_after(std::clamp<duration>(opts_.forget_after / 4, 100ms, std::chrono::minutes(1)));
     co_await prune_timer_.async_wait(asio::redirect_error(use_awaitable, ec));
     if (ec || stopping_) break;
-    state_.prune(now(), opts_.forget_after.count());
+    output none;
+    std::string error;
+    door_.submit(input::prune{now(), opts_.forget_after.count()}, none, error);  // journals nothing
   }
 }
 
@@ -814,7 +671,9 @@ void server::begin_shutdown(std::string_view why) {
   asio::error_code ec;
   acceptor_.close(ec);
   output out;
-  state_.shutdown(fmt::format("the host at {} is shutting down ({})", address_, why), out);
+  std::string error;
+  door_.submit(input::shutdown{fmt::format("the host at {} is shutting down ({})", address_, why)}, out,
+               error);  // journals nothing
   for (auto& e : out.sends) {
     auto it = sessions_.find(e.to);
     if (it != sessions_.end()) it->second->send(proto::format_reply(e.msg), true);

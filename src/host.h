@@ -1,6 +1,7 @@
 #pragma once
-// `tfbarrier serve`: the rendezvous host. One io_context, one thread,
-// coroutines; the barrier rules live in barrier.h.
+// `tfbarrier serve`: the rendezvous host. One io_context, one thread
+// (host.cpp); a connection's protocol is host_conn.h's, the barrier rules
+// barrier.h's, reached through door.h.
 #include <cstdio>
 #include <functional>
 #include <optional>

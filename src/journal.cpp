@@ -1,6 +1,15 @@
 #include "journal.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
 #include <functional>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -122,6 +131,103 @@ std::optional<journal_entry> from_journal_line(std::string_view line, std::strin
     error = ex.what();
     return std::nullopt;
   }
+}
+
+namespace {
+
+bool write_all(int fd, const std::string& bytes) {
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+journal::journal(std::string dir) : dir_(std::move(dir)), path_(dir_ + "/journal") {}
+
+journal::~journal() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool journal::read(const std::function<void(const journal_entry&)>& restore,
+                   const std::function<void(std::size_t line, const std::string& why)>& skipped, std::string& error) {
+  if (::mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST) {
+    error = fmt::format("cannot create the state directory {}: {}", dir_, std::strerror(errno));
+    return false;
+  }
+  std::FILE* f = std::fopen(path_.c_str(), "r");
+  if (!f) return true;  // a new journal
+  char* buf = nullptr;
+  std::size_t cap = 0;
+  ssize_t len;
+  std::size_t lineno = 0;
+  bool ok = true;
+  while ((len = ::getline(&buf, &cap, f)) > 0) {
+    std::string_view line(buf, static_cast<std::size_t>(len));
+    if (line.ends_with('\n')) line.remove_suffix(1);
+    ++lineno;
+    std::string err;
+    if (lineno == 1) {
+      if (!check_journal_header(line, err)) {
+        error = fmt::format("cannot use the journal {}: {}; move it away to start afresh", path_, err);
+        ok = false;
+        break;
+      }
+      continue;
+    }
+    if (auto e = from_journal_line(line, err))
+      restore(*e);
+    else
+      skipped(lineno, err);
+  }
+  std::free(buf);
+  std::fclose(f);
+  return ok;
+}
+
+bool journal::compact(const std::vector<journal_entry>& entries, std::string& error) {
+  std::string bytes = journal_header();
+  for (const auto& e : entries) bytes += to_journal_line(e);
+  std::string tmp = dir_ + "/journal.tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0 || !write_all(fd, bytes) || ::fsync(fd) != 0 || ::rename(tmp.c_str(), path_.c_str()) != 0) {
+    error = fmt::format("cannot write the journal in {}: {}", dir_, std::strerror(errno));
+    if (fd >= 0) ::close(fd);
+    return false;
+  }
+  ::close(fd);
+  if (int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd_ < 0) {
+    error = fmt::format("cannot open the journal {}: {}", path_, std::strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+bool journal::append(const std::vector<journal_entry>& entries, std::string& error) {
+  std::string bytes;
+  for (const auto& e : entries) bytes += to_journal_line(e);
+  if (fd_ < 0) {
+    error = std::strerror(EBADF);
+    return false;
+  }
+  if (!write_all(fd_, bytes) || ::fdatasync(fd_) != 0) {
+    error = std::strerror(errno);
+    return false;
+  }
+  return true;
 }
 
 }  // namespace tfb

@@ -1,9 +1,15 @@
 #pragma once
-// The host's journal (serve --state-dir): one JSON object per line. Pure
-// conversion here; host.cpp does the file I/O (append, flush, compact).
+// The host's journal (serve --state-dir): one JSON object per line, the
+// first a header. The conversion of entries to lines, and the file: read
+// back at start-up, compacted, then appended to and flushed before the
+// replies of each step go out. Errors are returned (a sentence); what to do
+// about them is the host's (host.cpp stops as a crash would).
+#include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "barrier.h"
 
@@ -18,5 +24,36 @@ bool check_journal_header(std::string_view line, std::string& error);
 
 std::string to_journal_line(const journal_entry& e);  ///< with the newline
 std::optional<journal_entry> from_journal_line(std::string_view line, std::string& error);
+
+/// The journal file DIR/journal, through a file descriptor.
+class journal {
+ public:
+  explicit journal(std::string dir);
+  ~journal();
+  journal(const journal&) = delete;
+  journal& operator=(const journal&) = delete;
+
+  /// Makes the directory (mode 0700) if needed and reads the journal in it,
+  /// if any: each entry goes to restore, each line skipped (a torn last line
+  /// after a crash, or worse) to skipped with its number and why. Sets error
+  /// and returns false when the directory cannot be made or the file is not
+  /// a journal of this format.
+  bool read(const std::function<void(const journal_entry&)>& restore,
+            const std::function<void(std::size_t line, const std::string& why)>& skipped, std::string& error);
+  /// Rewrites the journal as these entries (a new file, flushed, renamed
+  /// over the old one, the directory flushed) and opens it for appending.
+  bool compact(const std::vector<journal_entry>& entries, std::string& error);
+  /// Appends entries and flushes them to the disk (fdatasync). On failure
+  /// error is the system's reason (strerror).
+  bool append(const std::vector<journal_entry>& entries, std::string& error);
+
+  const std::string& dir() const { return dir_; }
+  const std::string& path() const { return path_; }
+  bool is_open() const { return fd_ >= 0; }
+
+ private:
+  std::string dir_, path_;
+  int fd_ = -1;
+};
 
 }  // namespace tfb

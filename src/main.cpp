@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "cli.h"
+#include "protocol.h"
 #include "version.h"
 
 int main(int argc, char** argv) {

@@ -11,6 +11,11 @@
 
 namespace tfb::proto {
 
+/// The version of this protocol: a client's HELLO v= and the host's reply carry
+/// it, and a host refuses a HELLO that asks for a version it does not speak.
+/// Raised with any change that an older peer would misread (docs/protocol.md).
+inline constexpr int protocol_version = 1;
+
 inline constexpr std::size_t max_line = 4096;     ///< bytes, including the newline
 inline constexpr std::size_t max_value = 1024;    ///< bytes of one field value (a MUNGE credential fits)
 inline constexpr std::size_t max_text = 1024;     ///< bytes of trailing text
@@ -221,3 +226,7 @@ class line_splitter {
 };
 
 }  // namespace tfb::proto
+
+namespace tfb {
+using proto::protocol_version;
+}  // namespace tfb

@@ -1,0 +1,84 @@
+#pragma once
+// The one way into the barriers: every input that changes a barrier_set
+// (an arrival, a decision, an abort, a departure, forgetting idle barriers,
+// the host shutting down) is submitted here, as a value.
+//
+// On a single host, local_door applies each input at once, in the order the
+// host's one thread submits them, and journals what it must before the
+// replies go out. It is also the seam for a state shared by many hosts (a
+// store such as etcd): such a door would first have the store put the input
+// in one order for all hosts, then apply it; the host's network code would
+// not change. That is why inputs are plain values (they can be written to a
+// log and replayed), carry their own time, and name connections by conn_id
+// only. Reads (STATUS, whether anything waits) do not change state and do
+// not pass through the door; nor does replaying the journal at start-up
+// (barrier_set::restore), which happens before the door opens.
+#include <string>
+#include <variant>
+
+#include "barrier.h"
+
+namespace tfb {
+
+class journal;
+
+namespace input {
+struct arrive {
+  conn_id c;
+  proto::arrive req;
+  peer_info peer;
+  millis now;
+};
+struct decide {
+  conn_id c;
+  proto::decide req;
+  peer_info peer;
+  millis now;
+};
+struct abort {
+  conn_id c;
+  proto::abort_req req;
+  millis now;
+};
+struct leave {
+  conn_id c;
+  departure how;
+  millis now;
+};
+/// Forget barriers with nobody waiting, idle longer than max_idle.
+struct prune {
+  millis now;
+  millis max_idle;
+};
+/// Tell everyone waiting that the host stops (SHUTDOWN :text), and forget them.
+struct shutdown {
+  std::string text;
+};
+}  // namespace input
+
+using door_input = std::variant<input::arrive, input::decide, input::abort, input::leave, input::prune, input::shutdown>;
+
+class door {
+ public:
+  virtual ~door() = default;
+  /// Applies one input: out gets the replies, log lines and journal entries
+  /// of the step. Returns false, with error (the system's reason), when the
+  /// step could not be recorded: then nothing of it may be sent.
+  virtual bool submit(const door_input& in, output& out, std::string& error) = 0;
+};
+
+/// One host's door: applies inputs at once to a barrier_set, and appends
+/// their journal entries to the journal (when there is one), flushed,
+/// before submit returns.
+class local_door final : public door {
+ public:
+  explicit local_door(barrier_set& state, journal* j = nullptr) : state_(state), journal_(j) {}
+  void set_journal(journal* j) { journal_ = j; }
+  bool submit(const door_input& in, output& out, std::string& error) override;
+
+ private:
+  barrier_set& state_;
+  journal* journal_;
+};
+
+}  // namespace tfb
