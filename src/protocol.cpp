@@ -248,6 +248,36 @@ std::optional<verdict> parse_verdict(std::string_view s) {
   return std::nullopt;
 }
 
+std::string_view to_string(round_state s) {
+  switch (s) {
+    case round_state::open: return "open";
+    case round_state::gathered: return "gathered";
+    case round_state::aborted: return "aborted";
+  }
+  return "open";
+}
+
+std::optional<round_state> parse_round_state(std::string_view s) {
+  for (auto st : {round_state::open, round_state::gathered, round_state::aborted})
+    if (to_string(st) == s) return st;
+  return std::nullopt;
+}
+
+std::string_view to_string(departure d) {
+  switch (d) {
+    case departure::left: return "left";
+    case departure::disconnected: return "disconnected";
+    case departure::unresponsive: return "unresponsive";
+  }
+  return "disconnected";
+}
+
+std::optional<departure> parse_departure(std::string_view s) {
+  for (auto d : {departure::left, departure::disconnected, departure::unresponsive})
+    if (to_string(d) == s) return d;
+  return std::nullopt;
+}
+
 namespace {
 constexpr std::pair<error_kind, std::string_view> kind_names[] = {
     {error_kind::version, "VERSION"},     {error_kind::handshake, "HANDSHAKE"},
@@ -518,7 +548,7 @@ std::string format_reply(const reply& rep) {
             add(bl, "scope", b.scope);
             add(bl, "name", b.name);
             add(bl, "gen", std::to_string(b.gen));
-            add(bl, "state", b.state);
+            add(bl, "state", std::string(to_string(b.state)));
             add(bl, "n", opt_num(b.n));
             add(bl, "arrived", std::to_string(b.arrived));
             add(bl, "chief", b.chief ? "1" : "0");
@@ -544,7 +574,7 @@ std::string format_reply(const reply& rep) {
               add(gl, "rank", opt_num(g.rank));
               add(gl, "host", g.host);
               add(gl, "pid", std::to_string(g.pid));
-              add(gl, "how", g.how);
+              add(gl, "how", std::string(to_string(g.how)));
               add(gl, "ago_ms", std::to_string(g.ago_ms));
               out += format_line(gl);
             }
@@ -591,7 +621,9 @@ std::optional<reply> reply_reader::feed(std::string_view raw, std::string& error
       b.scope = r.optional_str("scope");
       b.name = name();
       b.gen = r.u64("gen");
-      b.state = r.optional_str("state");
+      auto state = parse_round_state(r.optional_str("state"));
+      if (!state) r.fail("BARRIER without a valid state");
+      b.state = state.value_or(round_state::open);
       b.n = opt_field(r, "n");
       b.arrived = opt_field(r, "arrived").value_or(0);
       b.chief = r.flag("chief", false);
@@ -612,7 +644,9 @@ std::optional<reply> reply_reader::feed(std::string_view raw, std::string& error
       g.rank = opt_field(r, "rank");
       g.host = r.optional_str("host");
       g.pid = opt_field(r, "pid").value_or(0);
-      g.how = r.optional_str("how");
+      auto how = parse_departure(r.optional_str("how"));
+      if (!how) r.fail("GONE without a valid how");
+      g.how = how.value_or(departure::disconnected);
       g.ago_ms = static_cast<std::int64_t>(r.u64("ago_ms"));
       status_->barriers.back().gone.push_back(std::move(g));
     } else if (verb == "MISSING" && !status_->barriers.empty()) {
