@@ -248,38 +248,18 @@ std::optional<verdict> parse_verdict(std::string_view s) {
   return std::nullopt;
 }
 
-std::string_view to_string(round_state s) {
-  switch (s) {
-    case round_state::open: return "open";
-    case round_state::gathered: return "gathered";
-    case round_state::aborted: return "aborted";
-  }
-  return "open";
-}
-
-std::optional<round_state> parse_round_state(std::string_view s) {
-  for (auto st : {round_state::open, round_state::gathered, round_state::aborted})
-    if (to_string(st) == s) return st;
-  return std::nullopt;
-}
-
-std::string_view to_string(departure d) {
-  switch (d) {
-    case departure::left: return "left";
-    case departure::disconnected: return "disconnected";
-    case departure::unresponsive: return "unresponsive";
-  }
-  return "disconnected";
-}
-
-std::optional<departure> parse_departure(std::string_view s) {
-  for (auto d : {departure::left, departure::disconnected, departure::unresponsive})
-    if (to_string(d) == s) return d;
-  return std::nullopt;
-}
-
 namespace {
-constexpr std::pair<error_kind, std::string_view> kind_names[] = {
+// The wire words of each enum, one table each: to_string and parse_* read the same table.
+template <class E>
+using names = std::pair<E, std::string_view>;
+
+constexpr names<round_state> state_names[] = {
+    {round_state::open, "open"}, {round_state::gathered, "gathered"}, {round_state::aborted, "aborted"}};
+
+constexpr names<departure> departure_names[] = {
+    {departure::left, "left"}, {departure::disconnected, "disconnected"}, {departure::unresponsive, "unresponsive"}};
+
+constexpr names<error_kind> kind_names[] = {
     {error_kind::version, "VERSION"},     {error_kind::handshake, "HANDSHAKE"},
     {error_kind::toolong, "TOOLONG"},     {error_kind::badrequest, "BADREQUEST"},
     {error_kind::timeout, "TIMEOUT"},     {error_kind::conflict, "CONFLICT"},
@@ -287,19 +267,31 @@ constexpr std::pair<error_kind, std::string_view> kind_names[] = {
     {error_kind::aborted, "ABORTED"},     {error_kind::busy, "BUSY"},
     {error_kind::auth, "AUTH"},
 };
-}  // namespace
 
-std::string_view to_string(error_kind k) {
-  for (auto [kind, name] : kind_names)
-    if (kind == k) return name;
-  return "BADREQUEST";
+/// The word for e; `fallback` only for a value outside the enum.
+template <class E, std::size_t N>
+std::string_view word_of(const names<E> (&table)[N], E e, std::string_view fallback) {
+  for (auto [value, word] : table)
+    if (value == e) return word;
+  return fallback;
 }
 
-std::optional<error_kind> parse_error_kind(std::string_view s) {
-  for (auto [kind, name] : kind_names)
-    if (name == s) return kind;
+template <class E, std::size_t N>
+std::optional<E> value_of(const names<E> (&table)[N], std::string_view s) {
+  for (auto [value, word] : table)
+    if (word == s) return value;
   return std::nullopt;
 }
+}  // namespace
+
+std::string_view to_string(round_state s) { return word_of(state_names, s, "open"); }
+std::optional<round_state> parse_round_state(std::string_view s) { return value_of(state_names, s); }
+
+std::string_view to_string(departure d) { return word_of(departure_names, d, "disconnected"); }
+std::optional<departure> parse_departure(std::string_view s) { return value_of(departure_names, s); }
+
+std::string_view to_string(error_kind k) { return word_of(kind_names, k, "BADREQUEST"); }
+std::optional<error_kind> parse_error_kind(std::string_view s) { return value_of(kind_names, s); }
 
 bool closes_connection(error_kind k) {
   switch (k) {

@@ -743,7 +743,8 @@ class checker {
     auto bad = [&](const std::string& what) { fail_(fmt_history() + "STATUS " + k.second + ": " + what); };
     if (st.barriers.empty()) return bad("an existing barrier is missing");
     if (b.aborted) {
-      if (st.barriers.size() != 1 || st.barriers[0].state != proto::round_state::aborted) bad("an aborted barrier not shown as aborted");
+      if (st.barriers.size() != 1 || st.barriers[0].state != proto::round_state::aborted)
+        bad("an aborted barrier not shown as aborted");
       return;
     }
     std::size_t open = 0;

@@ -1154,8 +1154,9 @@ TEST(Replies, RoundStatesAndDeparturesAreTheirWireWords) {
 }
 
 TEST(Replies, StatusWithAnUnknownStateOrHowIsMalformed) {
-  for (std::string_view bad : {"BARRIER scope=default name=e gen=1 state=closed n=- arrived=0 chief=0 verdict=none age_ms=0",
-                               "BARRIER scope=default name=e gen=1 n=- arrived=0 chief=0 verdict=none age_ms=0"}) {
+  for (std::string_view bad :
+       {"BARRIER scope=default name=e gen=1 state=closed n=- arrived=0 chief=0 verdict=none age_ms=0",
+        "BARRIER scope=default name=e gen=1 n=- arrived=0 chief=0 verdict=none age_ms=0"}) {
     reply_reader rd;
     std::string error;
     EXPECT_FALSE(rd.feed(bad, error));
@@ -1163,7 +1164,8 @@ TEST(Replies, StatusWithAnUnknownStateOrHowIsMalformed) {
   }
   reply_reader rd;
   std::string error;
-  EXPECT_FALSE(rd.feed("BARRIER scope=default name=e gen=1 state=open n=- arrived=0 chief=0 verdict=none age_ms=0", error));
+  EXPECT_FALSE(
+      rd.feed("BARRIER scope=default name=e gen=1 state=open n=- arrived=0 chief=0 verdict=none age_ms=0", error));
   EXPECT_EQ(error, "");
   EXPECT_FALSE(rd.feed("GONE rank=4 host=node2 pid=77 how=vanished ago_ms=5000", error));
   EXPECT_EQ(error, "GONE without a valid how");
