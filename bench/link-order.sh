@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Writes src/link-order.txt: the functions of tfbarrier that its short
+# Writes bench/link-order.txt: the functions of tfbarrier that its short
 # commands run, in the order lld is to place them (CMakeLists.txt links with
 # --symbol-ordering-file when lld is there). Grouped, they share a few pages
 # of code, so a `tfbarrier wait` takes 24 -> 8 page faults in its own code
@@ -25,7 +25,7 @@ if [ ${#bins[@]} -eq 0 ]; then
   bench_build
   bins=("$TFB")
 fi
-out=$bench_root/src/link-order.txt
+out=$bench_root/bench/link-order.txt
 cg=$BENCH_TMP/cg
 mkdir -p "$cg"
 

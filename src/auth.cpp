@@ -32,7 +32,7 @@ const char* dir_label(direction d) { return d == direction::to_host ? "to-host" 
 
 void fill_random(void* out, std::size_t size) {
   // The kernel's CSPRNG directly. Not std::random_device: it probes the CPU
-  // for RDRAND with CPUID, a VM exit of about 5 us on a virtual machine.
+  // for RDRAND with CPUID, which on a virtual machine traps to the hypervisor.
   auto buf = static_cast<unsigned char*>(out);
   std::size_t got = 0;
   while (got < size) {

@@ -289,7 +289,7 @@ void barrier_set::release(barrier& b, round& r, output& out) {
 
 void barrier_set::deliver_verdict(barrier& b, round& r, verdict v, const std::string& message,
                                   const std::string& by, const std::string& decider_id, conn_id decider, bool wait,
-                                  millis, output& out) {
+                                  output& out) {
   r.v = v;
   r.message = message;
   r.verdict_by = by;
@@ -357,10 +357,7 @@ void barrier_set::decide(conn_id c, const proto::decide& d, const peer_info& p, 
   for (auto it = b.gathered.begin(); it != b.gathered.end(); ++it) {
     round& r = it->second;
     if (r.v != verdict::none) continue;
-    deliver_verdict(b, r, d.v, d.message, by, d.id, c, d.wait, now, out);
-    if (!d.wait) {
-      // Nobody to count deliveries for; still release now.
-    }
+    deliver_verdict(b, r, d.v, d.message, by, d.id, c, d.wait, out);
     release(b, r, out);
     b.gathered.erase(it);
     return;
@@ -394,7 +391,7 @@ void barrier_set::decide(conn_id c, const proto::decide& d, const peer_info& p, 
                                                      b.name, r.gen, *r.n, r.n_by, *d.n));
       return;
     }
-    deliver_verdict(b, r, d.v, d.message, by, d.id, c, d.wait, now, out);
+    deliver_verdict(b, r, d.v, d.message, by, d.id, c, d.wait, out);
     return;
   }
   // No chief yet: this DECIDE is the chief's arrival, with its verdict.
@@ -488,9 +485,8 @@ void barrier_set::leave(conn_id c, departure how, millis now, output& out) {
     m.connected = false;
     return;
   }
-  static constexpr const char* how_text[] = {"left", "disconnected", "unresponsive"};
   out.log.push_back(fmt::format("leave {}: {} withdrew ({}), {}/{}", label(b, r->gen), describe(m),
-                                how_text[static_cast<int>(how)], r->members.size() - 1,
+                                proto::to_string(how), r->members.size() - 1,
                                 r->n ? std::to_string(*r->n) : "?"));
   if (r->departed.size() < max_departed) r->departed.push_back(gone{m.rank, m.host, m.pid, how, now, m.id});
   if (m.rank) r->by_rank.erase(*m.rank);
@@ -511,7 +507,7 @@ void barrier_set::shutdown(std::string_view text, output& out) {
 
 proto::status_reply barrier_set::status(const proto::status_req& s, millis now) const {
   proto::status_reply out;
-  auto describe_round = [&](const barrier& b, const round& r, const char* state) {
+  auto describe_round = [&](const barrier& b, const round& r, proto::round_state state) {
     proto::barrier_info info;
     info.scope = b.scope;
     info.name = b.name;
@@ -535,11 +531,8 @@ proto::status_reply barrier_set::status(const proto::status_req& s, millis now) 
     std::sort(info.members.begin(), info.members.end(), [](const auto& x, const auto& y) {
       return x.rank.value_or(UINT32_MAX) < y.rank.value_or(UINT32_MAX);
     });
-    if (s.detail) {
-      static constexpr const char* how_text[] = {"left", "disconnected", "unresponsive"};
-      for (const gone& g : r.departed)
-        info.gone.push_back({g.rank, g.host, g.pid, how_text[static_cast<int>(g.how)], now - g.when});
-    }
+    if (s.detail)
+      for (const gone& g : r.departed) info.gone.push_back({g.rank, g.host, g.pid, g.how, now - g.when});
     if (r.n && all_ranked) {
       std::sort(ranks.begin(), ranks.end());
       std::vector<std::uint32_t> missing;
@@ -562,14 +555,14 @@ proto::status_reply barrier_set::status(const proto::status_req& s, millis now) 
       info.scope = b.scope;
       info.name = b.name;
       info.gen = b.aborted_gen;
-      info.state = "aborted";
+      info.state = proto::round_state::aborted;
       info.reason = b.abort_reason;
       info.age_ms = now - b.last_activity;
       out.barriers.push_back(std::move(info));
       continue;
     }
-    for (const auto& [g, r] : b.gathered) describe_round(b, r, "gathered");
-    if (!b.open.members.empty() || !s.name.empty()) describe_round(b, b.open, "open");
+    for (const auto& [g, r] : b.gathered) describe_round(b, r, proto::round_state::gathered);
+    if (!b.open.members.empty() || !s.name.empty()) describe_round(b, b.open, proto::round_state::open);
   }
   return out;
 }

@@ -55,8 +55,7 @@ struct output {
   std::vector<journal_entry> journal;  ///< to persist before `sends` go out
 };
 
-/// How a participant left before its round released.
-enum class departure { left, disconnected, unresponsive };
+using proto::departure;
 
 class barrier_set {
  public:
@@ -154,7 +153,7 @@ class barrier_set {
   void complete(barrier& b, millis now, output& out);
   void release(barrier& b, round& r, output& out);
   void deliver_verdict(barrier& b, round& r, proto::verdict v, const std::string& message,
-                       const std::string& by, const std::string& decider_id, conn_id decider, bool wait, millis now,
+                       const std::string& by, const std::string& decider_id, conn_id decider, bool wait,
                        output& out);
   bool rejoin(barrier& b, conn_id c, const std::string& id, bool is_decide, const peer_info& p, output& out);
   void move_member(round& r, conn_id from, conn_id to, const key* k);

@@ -546,7 +546,8 @@ std::string describe_gone(const proto::barrier_info& b) {
     if (present || std::find(seen.begin(), seen.end(), who) != seen.end()) continue;
     seen.push_back(who);
     if (g.rank) left_ranks.push_back(*g.rank);
-    std::string how = g.how == "unresponsive" ? "stopped answering (unreachable or stopped)" : g.how;
+    std::string_view how = g.how == proto::departure::unresponsive ? "stopped answering (unreachable or stopped)"
+                                                                   : proto::to_string(g.how);
     s += fmt::format("{}{} {} {} ago", s.empty() ? "" : ", ", who, how, format_duration(duration(g.ago_ms)));
     if (g.rank) s += fmt::format(" ({} pid {})", g.host, g.pid);
   }
@@ -566,7 +567,7 @@ std::string describe_gone(const proto::barrier_info& b) {
 /// "K/N arrived" and who is missing, for a timeout's message.
 std::string arrived_text(const proto::barrier_info& b) {
   std::string s = fmt::format("{}/{} arrived", b.arrived, b.n ? std::to_string(*b.n) : "?");
-  if (b.state == "gathered")
+  if (b.state == proto::round_state::gathered)
     s += "; everyone had arrived, and the round was waiting for the chief's verdict (tfbarrier decide)";
   else if (b.missing && !b.missing->empty())
     s += fmt::format("; missing ranks {}", *b.missing);
@@ -629,7 +630,7 @@ class waiter {
         last_ = mine ? std::optional(*mine) : std::nullopt;
       } else if (mine && o_.on_progress) {
         o_.on_progress(progress{name_, gen_, mine->arrived, mine->n, mine->missing, elapsed(),
-                                mine->state == "gathered"});
+                                mine->state == proto::round_state::gathered});
       }
       return std::optional<outcome>{};
     }

@@ -286,7 +286,7 @@ nlohmann::json status_json(const proto::status_reply& st) {
     j["scope"] = b.scope;
     j["name"] = b.name;
     j["round"] = b.gen;
-    j["state"] = b.state;
+    j["state"] = proto::to_string(b.state);
     j["n"] = b.n ? nlohmann::json(*b.n) : nlohmann::json(nullptr);
     j["arrived"] = b.arrived;
     j["chief"] = b.chief;
@@ -311,7 +311,7 @@ nlohmann::json status_json(const proto::status_reply& st) {
       gone.push_back({{"rank", g.rank ? nlohmann::json(*g.rank) : nlohmann::json(nullptr)},
                       {"host", g.host},
                       {"pid", g.pid},
-                      {"how", g.how},
+                      {"how", proto::to_string(g.how)},
                       {"ago_ms", g.ago_ms}});
     j["gone"] = gone;
     j["reason"] = b.reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(b.reason);
@@ -349,11 +349,11 @@ int run_status(const status_options& o) {
   for (const auto& b : st.barriers) {
     // An aborted round is over: the host keeps its reason, not its arrivals.
     std::string arrived =
-        b.state == "aborted" ? "-" : fmt::format("{}/{}", b.arrived, b.n ? std::to_string(*b.n) : "?");
-    tfb::print(stdout, "{:<12} {:<16} {:>5} {:<9} {:>9} {:<5} {:<8} {:>8}  {}\n", b.scope, b.name, b.gen, b.state, arrived,
+        b.state == proto::round_state::aborted ? "-" : fmt::format("{}/{}", b.arrived, b.n ? std::to_string(*b.n) : "?");
+    tfb::print(stdout, "{:<12} {:<16} {:>5} {:<9} {:>9} {:<5} {:<8} {:>8}  {}\n", b.scope, b.name, b.gen, proto::to_string(b.state), arrived,
                b.chief ? "yes" : "no", proto::to_string(b.v), format_duration(duration(b.age_ms)),
                b.missing ? (b.missing->empty() ? "none" : *b.missing) : "-");
-    if (b.state == "aborted") tfb::print(stdout, "    aborted{}{}\n", b.reason.empty() ? "" : ": ", b.reason);
+    if (b.state == proto::round_state::aborted) tfb::print(stdout, "    aborted{}{}\n", b.reason.empty() ? "" : ": ", b.reason);
     if (!o.name.empty())
       for (const auto& m : b.members) {
         std::string rank = m.rank ? fmt::format("rank {}", *m.rank) : "no rank";
@@ -366,7 +366,7 @@ int run_status(const status_options& o) {
     if (!o.name.empty())
       for (const auto& g : b.gone)
         tfb::print(stdout, "    {:<10} {} pid {}: {} {} ago\n", g.rank ? fmt::format("rank {}", *g.rank) : "no rank", g.host,
-                   g.pid, g.how, format_duration(duration(g.ago_ms)));
+                   g.pid, proto::to_string(g.how), format_duration(duration(g.ago_ms)));
   }
   return 0;
 }

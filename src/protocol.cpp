@@ -249,7 +249,17 @@ std::optional<verdict> parse_verdict(std::string_view s) {
 }
 
 namespace {
-constexpr std::pair<error_kind, std::string_view> kind_names[] = {
+// The wire words of each enum, one table each: to_string and parse_* read the same table.
+template <class E>
+using names = std::pair<E, std::string_view>;
+
+constexpr names<round_state> state_names[] = {
+    {round_state::open, "open"}, {round_state::gathered, "gathered"}, {round_state::aborted, "aborted"}};
+
+constexpr names<departure> departure_names[] = {
+    {departure::left, "left"}, {departure::disconnected, "disconnected"}, {departure::unresponsive, "unresponsive"}};
+
+constexpr names<error_kind> kind_names[] = {
     {error_kind::version, "VERSION"},     {error_kind::handshake, "HANDSHAKE"},
     {error_kind::toolong, "TOOLONG"},     {error_kind::badrequest, "BADREQUEST"},
     {error_kind::timeout, "TIMEOUT"},     {error_kind::conflict, "CONFLICT"},
@@ -257,19 +267,31 @@ constexpr std::pair<error_kind, std::string_view> kind_names[] = {
     {error_kind::aborted, "ABORTED"},     {error_kind::busy, "BUSY"},
     {error_kind::auth, "AUTH"},
 };
-}  // namespace
 
-std::string_view to_string(error_kind k) {
-  for (auto [kind, name] : kind_names)
-    if (kind == k) return name;
-  return "BADREQUEST";
+/// The word for e; `fallback` only for a value outside the enum.
+template <class E, std::size_t N>
+std::string_view word_of(const names<E> (&table)[N], E e, std::string_view fallback) {
+  for (auto [value, word] : table)
+    if (value == e) return word;
+  return fallback;
 }
 
-std::optional<error_kind> parse_error_kind(std::string_view s) {
-  for (auto [kind, name] : kind_names)
-    if (name == s) return kind;
+template <class E, std::size_t N>
+std::optional<E> value_of(const names<E> (&table)[N], std::string_view s) {
+  for (auto [value, word] : table)
+    if (word == s) return value;
   return std::nullopt;
 }
+}  // namespace
+
+std::string_view to_string(round_state s) { return word_of(state_names, s, "open"); }
+std::optional<round_state> parse_round_state(std::string_view s) { return value_of(state_names, s); }
+
+std::string_view to_string(departure d) { return word_of(departure_names, d, "disconnected"); }
+std::optional<departure> parse_departure(std::string_view s) { return value_of(departure_names, s); }
+
+std::string_view to_string(error_kind k) { return word_of(kind_names, k, "BADREQUEST"); }
+std::optional<error_kind> parse_error_kind(std::string_view s) { return value_of(kind_names, s); }
 
 bool closes_connection(error_kind k) {
   switch (k) {
@@ -518,7 +540,7 @@ std::string format_reply(const reply& rep) {
             add(bl, "scope", b.scope);
             add(bl, "name", b.name);
             add(bl, "gen", std::to_string(b.gen));
-            add(bl, "state", b.state);
+            add(bl, "state", std::string(to_string(b.state)));
             add(bl, "n", opt_num(b.n));
             add(bl, "arrived", std::to_string(b.arrived));
             add(bl, "chief", b.chief ? "1" : "0");
@@ -544,7 +566,7 @@ std::string format_reply(const reply& rep) {
               add(gl, "rank", opt_num(g.rank));
               add(gl, "host", g.host);
               add(gl, "pid", std::to_string(g.pid));
-              add(gl, "how", g.how);
+              add(gl, "how", std::string(to_string(g.how)));
               add(gl, "ago_ms", std::to_string(g.ago_ms));
               out += format_line(gl);
             }
@@ -591,7 +613,9 @@ std::optional<reply> reply_reader::feed(std::string_view raw, std::string& error
       b.scope = r.optional_str("scope");
       b.name = name();
       b.gen = r.u64("gen");
-      b.state = r.optional_str("state");
+      auto state = parse_round_state(r.optional_str("state"));
+      if (!state) r.fail("BARRIER without a valid state");
+      b.state = state.value_or(round_state::open);
       b.n = opt_field(r, "n");
       b.arrived = opt_field(r, "arrived").value_or(0);
       b.chief = r.flag("chief", false);
@@ -612,7 +636,9 @@ std::optional<reply> reply_reader::feed(std::string_view raw, std::string& error
       g.rank = opt_field(r, "rank");
       g.host = r.optional_str("host");
       g.pid = opt_field(r, "pid").value_or(0);
-      g.how = r.optional_str("how");
+      auto how = parse_departure(r.optional_str("how"));
+      if (!how) r.fail("GONE without a valid how");
+      g.how = how.value_or(departure::disconnected);
       g.ago_ms = static_cast<std::int64_t>(r.u64("ago_ms"));
       status_->barriers.back().gone.push_back(std::move(g));
     } else if (verb == "MISSING" && !status_->barriers.empty()) {

@@ -50,6 +50,18 @@ enum class verdict { none, continue_, stop };
 std::string_view to_string(verdict v);
 std::optional<verdict> parse_verdict(std::string_view s);  ///< "continue" | "stop"
 
+/// A round in a STATUS reply: taking arrivals, all present and waiting for the
+/// chief's verdict, or its barrier aborted.
+enum class round_state { open, gathered, aborted };
+std::string_view to_string(round_state s);
+std::optional<round_state> parse_round_state(std::string_view s);  ///< "open" | "gathered" | "aborted"
+
+/// How a participant left a round before its release: LEAVE, a closed
+/// connection, or silence past its keep-alive.
+enum class departure { left, disconnected, unresponsive };
+std::string_view to_string(departure d);
+std::optional<departure> parse_departure(std::string_view s);  ///< "left" | "disconnected" | "unresponsive"
+
 // ---- requests (client -> host) ----
 struct hello {
   std::uint32_t version = 0;
@@ -157,7 +169,7 @@ struct error_reply {
 struct barrier_info {
   std::string scope, name;
   std::uint64_t gen = 0;
-  std::string state;  ///< "open" | "gathered" | "aborted"
+  round_state state = round_state::open;
   std::optional<std::uint32_t> n;
   std::uint32_t arrived = 0;
   bool chief = false;
@@ -175,7 +187,7 @@ struct barrier_info {
     std::optional<std::uint32_t> rank;
     std::string host;
     std::uint32_t pid = 0;
-    std::string how;  ///< "left" | "disconnected" | "unresponsive"
+    departure how = departure::disconnected;
     std::int64_t ago_ms = 0;
   };
   std::vector<gone_member> gone;      ///< detail only: who left this round before release

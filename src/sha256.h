@@ -1,10 +1,10 @@
 #pragma once
 // SHA-256 (FIPS 180-4) and HMAC-SHA-256 (RFC 2104), for authentication.
-// Small and self-contained on purpose: linking OpenSSL's libcrypto for one
-// hash ran its CPU-feature probe (a dozen CPUID instructions, each a VM exit
-// of about 5 us on a virtual machine) in every `tfbarrier` start, with or
-// without a secret. docs/performance.md has the figures. Checked against the
-// FIPS 180-4 and RFC 4231 test vectors in tests/unit/sha256_test.cpp.
+// Small and self-contained on purpose: OpenSSL's libcrypto, once linked,
+// probes the CPU's features with CPUID (each a trap to the hypervisor on a
+// virtual machine) in every `tfbarrier` start, with or without a secret.
+// Checked against the FIPS 180-4 and RFC 4231 test vectors in
+// tests/unit/sha256_test.cpp.
 #include <array>
 #include <cstddef>
 #include <cstdint>

@@ -11,9 +11,9 @@ namespace tfb {
 
 /// fmt::print that cannot end the process. fmt::print throws when a write
 /// fails (the terminal of a closed ssh session, a pipe whose reader exited, a
-/// full disk), and the throw ended the host at its next log line (SIGABRT,
-/// or a hang when it came out of a detached coroutine), and a `wait` with exit
-/// 134 instead of its own code. What cannot be written is dropped.
+/// full disk); the throw would end the host at its next log line (SIGABRT,
+/// or a hang when it comes out of a detached coroutine), and a `wait` with
+/// exit 134 instead of its own code. What cannot be written is dropped.
 template <typename... T>
 void print(std::FILE* f, fmt::format_string<T...> format, T&&... args) {
   fmt::memory_buffer buf;

@@ -36,7 +36,7 @@ class Tfbarrier(CMakePackage):
     variant(
         "link_order",
         default=False,
-        description="Link with lld, the code of the short commands grouped (src/link-order.txt): "
+        description="Link with lld, the code of the short commands grouped (bench/link-order.txt): "
         "fewer page faults in every `tfbarrier wait`",
     )
 

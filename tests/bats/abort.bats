@@ -28,8 +28,7 @@ teardown() { teardown_common; }
 
 @test "participants that arrive after the abort exit 3 too, with the reason" {
   start_host
-  spawn_wait p0 --name late --n 3 --rank 0
-  wait_arrived late 1
+  arrive late 3 0
   run -0 timeout 20 "$TFB" abort --name late --reason 'bad node'
   expect_exits 3 p0
 
@@ -48,9 +47,7 @@ teardown() { teardown_common; }
 
 @test "abort exits 0 and notes how many waiting participants it told" {
   start_host
-  spawn_wait p0 --name note --n 3 --rank 0
-  spawn_wait p1 --name note --n 3 --rank 1
-  wait_arrived note 2
+  arrive note 3 0 1
   run -0 --separate-stderr timeout 20 "$TFB" abort --name note --reason why
   echo "$stderr"
   assert_equal "$output" ""

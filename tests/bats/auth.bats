@@ -10,6 +10,27 @@ setup() {
 teardown() {
   teardown_common
   stop_munged_if_ours
+  [ -z "${OTHER_DIR:-}" ] || rm -rf "$OTHER_DIR"
+}
+
+# other_uid_tfb USER: sets OTHER_TFB to a copy of $TFB that USER can run. The
+# build may lie where USER cannot enter (a clone in root's 0700 home, or in
+# Bats' own 0700 temporary directory), and USER would get exit 126 instead of
+# tfbarrier's own answer. The copy is root's, in a directory of root's that
+# others may pass through but neither list nor write (0711): USER can run it,
+# and cannot change or replace it.
+other_uid_tfb() {
+  local user=$1
+  OTHER_DIR=$(mktemp -d /tmp/tfb-other-uid.XXXXXX)
+  chmod 0711 "$OTHER_DIR"
+  OTHER_TFB=$OTHER_DIR/tfbarrier
+  install -m 0755 "$TFB" "$OTHER_TFB"
+  # USER can run it, and can write neither it nor its directory.
+  run -0 runuser -u "$user" -- "$OTHER_TFB" --version
+  # shellcheck disable=SC2016  # expanded by sh
+  run -0 runuser -u "$user" -- sh -c 'for f; do test -w "$f" && echo "writable: $f"; done; echo checked' _ \
+    "$OTHER_TFB" "$OTHER_DIR"
+  assert_output checked
 }
 
 # The test that needs munged starts it when it is not running, and stops it
@@ -163,13 +184,30 @@ munge_up() { [ -S /run/munge/munge.socket.2 ] && munge -n >/dev/null 2>&1; }
     MUNGED_STARTED=1
   fi
   munge_up
-  id tfbtest >/dev/null 2>&1 || useradd -M -s /bin/sh tfbtest
+  id tfbtest >/dev/null 2>&1 || skip "no user tfbtest (scripts/deps test creates it)"
+  other_uid_tfb tfbtest
   "$TFB" serve --listen 0.0.0.0:0 >"$BATS_TEST_TMPDIR/out" 2>"$BATS_TEST_TMPDIR/log" 3>&- &
   HOST_PIDS+=($!)
   for i in $(seq 100); do grep -q TFBARRIER_ADDR "$BATS_TEST_TMPDIR/out" && break; sleep 0.05; done
   port=$(sed -n 's/.*://p' "$BATS_TEST_TMPDIR/out")
   grep -q "authentication: MUNGE" "$BATS_TEST_TMPDIR/log"
   run -0 timeout 20 env TFBARRIER_ADDR=127.0.0.1:$port "$TFB" wait --name m --n 1
-  run -77 timeout 20 runuser -u tfbtest -- env HOME=/tmp TFBARRIER_ADDR=127.0.0.1:$port "$TFB" wait --name m --n 1
+  run -77 timeout 20 runuser -u tfbtest -- env HOME=/tmp TFBARRIER_ADDR=127.0.0.1:$port "$OTHER_TFB" wait --name m --n 1
   assert_output --partial "MUNGE"
+}
+
+@test "another uid runs its own copy of tfbarrier even when the build lies where it cannot enter" {
+  [ "$(id -u)" -eq 0 ] || skip "needs root to run as another user"
+  id tfbtest >/dev/null 2>&1 || skip "no user tfbtest (scripts/deps test creates it)"
+  # The build in a 0700 directory, as in a clone in root's home.
+  local private=$BATS_TEST_TMPDIR/private
+  mkdir -m 0700 "$private"
+  cp "$TFB" "$private/tfbarrier"
+  run -126 runuser -u tfbtest -- env "$private/tfbarrier" --version  # env: 126, cannot run it
+  TFB=$private/tfbarrier other_uid_tfb tfbtest
+  run -0 runuser -u tfbtest -- "$OTHER_TFB" --version
+  assert_output --partial tfbarrier
+  run stat -c '%U %a' "$OTHER_TFB" "$OTHER_DIR"
+  assert_output "root 755
+root 711"
 }

@@ -95,8 +95,7 @@ teardown() { teardown_common; }
 
 @test "a participant without --n takes n from the round" {
   start_host
-  spawn_wait p0 --name fromround --n 3 --rank 0
-  wait_arrived fromround 1
+  arrive fromround 3 0
   spawn_wait p1 --name fromround --rank 1
   wait_arrived fromround 2
   # n is still 3, so two are not enough.

@@ -5,18 +5,6 @@
 # zsh one is syntax-checked and checked for the same options.
 load helpers
 
-# Installs a missing Debian package for this file's checks, as scripts/deps
-# does for the rest of the suite (root only; a failure leaves the test to skip).
-setup_file() {
-  local cmd=zsh pkg=zsh
-  command -v "$cmd" >/dev/null && return 0
-  [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null || return 0
-  echo "# installing $pkg for ${BATS_TEST_FILENAME##*/}" >&3
-  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null 2>&1 || true
-  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "$pkg" \
-    >/dev/null 2>&1 || true
-}
-
 setup() {
   setup_common
   ROOT=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
@@ -168,7 +156,7 @@ help_options() {
 }
 
 @test "the zsh completion passes zsh -n" {
-  command -v zsh >/dev/null || skip "zsh is not installed (apt-get install zsh): the zsh completion is not checked"
+  command -v zsh >/dev/null || skip "zsh is not installed (scripts/deps test installs it): the zsh completion is not checked"
   run zsh -n "$ZSH_COMPLETION"
   assert_success
   assert_output ""

@@ -30,26 +30,10 @@ cfg() {
   run --separate-stderr env -i HOME="$HOME" PATH=/usr/bin:/bin "${vars[@]}" "$TFB" config --json "${flags[@]}"
 }
 
-# fields: prints $output (one JSON object) as sorted key=value lines, nested keys
-# dotted (source.n=env:WORLD_SIZE), null as null, lists as JSON.
-fields() {
-  /usr/bin/python3 -c '
-import json, sys
-def walk(prefix, v):
-    if isinstance(v, dict):
-        for k in v:
-            walk(prefix + k + ".", v[k])
-    else:
-        print(prefix[:-1] + "=" + (json.dumps(v) if isinstance(v, (list, bool)) or v is None else str(v)))
-d = json.loads(sys.stdin.read())
-walk("", d)
-' <<<"$output" | sort
-}
-
 # has_fields LINE...: every key=value line is in the output's fields.
 has_fields() {
   local all want
-  all=$(fields) || { echo "not JSON: $output" >&2; return 1; }
+  all=$(json_fields <<<"$output") || { echo "not JSON: $output" >&2; return 1; }
   for want in "$@"; do
     if ! grep -qxF -- "$want" <<<"$all"; then
       echo "missing: $want" >&2

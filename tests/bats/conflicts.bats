@@ -13,8 +13,7 @@ teardown() { teardown_common; }
 
 @test "a participant asking for another n exits 4 naming who set n, and the round still releases" {
   start_host
-  spawn_wait p0 --name nn --n 3 --rank 0
-  wait_arrived nn 1
+  arrive nn 3 0
   local pid0
   pid0=$(pid_of p0)
 
@@ -38,8 +37,7 @@ teardown() { teardown_common; }
 
 @test "a second participant with a rank already held exits 4 naming the holder" {
   start_host
-  spawn_wait p0 --name dup --n 2 --rank 0
-  wait_arrived dup 1
+  arrive dup 2 0
   local pid0
   pid0=$(pid_of p0)
 
@@ -70,8 +68,7 @@ teardown() { teardown_common; }
 
 @test "a rank beyond the round's n exits 4, and the round is not harmed" {
   start_host
-  spawn_wait p0 --name small --n 3 --rank 0
-  wait_arrived small 1
+  arrive small 3 0
 
   # No --n of its own: the round's n (3) is what rank 5 is beyond.
   run -4 --separate-stderr timeout 20 "$TFB" wait --name small --rank 5

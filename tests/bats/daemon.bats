@@ -58,9 +58,7 @@ daemon() {
   tr '\0' ' ' <"/proc/$TFBARRIER_PID/cmdline" | grep -q 'serve'
   grep -q "listening on $TFBARRIER_ADDR" "$LOG"
 
-  spawn_wait p0 --name dm --n 3 --rank 0
-  spawn_wait p1 --name dm --n 3 --rank 1
-  wait_arrived dm 2
+  arrive dm 3 0 1
   run -0 timeout 20 "$TFB" wait --name dm --n 3 --rank 2
   expect_exits 0 p0 p1
 
@@ -87,8 +85,7 @@ daemon() {
 
 @test "--idle-exit 1s: the daemon stays while a participant waits, and exits once the round has released" {
   daemon --idle-exit 1s
-  spawn_wait p0 --name idle --n 2 --rank 0
-  wait_arrived idle 1
+  arrive idle 2 0
   # Well past 1 s of waiting, the daemon and its participant are still there.
   still_running 2.5 daemon p0
   run -0 timeout 20 "$TFB" wait --name idle --n 2 --rank 1

@@ -12,15 +12,12 @@ FAULTS=$BATS_TEST_DIRNAME/../faults
 setup() {
   setup_common
   cd "$BATS_TEST_TMPDIR" || return
-  BG_PIDS=()
+  # shellcheck disable=SC2034  # read by spawn (helpers.bash)
+  SPAWN_LIMIT=60  # participants wait through host restarts and freezes
   export TFBARRIER_KEEPALIVE=300ms
 }
 
 teardown() {
-  local p
-  for p in "${BG_PIDS[@]}" "${HOST_PIDS[@]}"; do
-    [ -n "$p" ] && kill -CONT "$p" 2>/dev/null || true
-  done
   teardown_common
   if [ "$(id -u)" -eq 0 ]; then /usr/bin/python3 "$FAULTS/harness.py" --cleanup; fi
   if [ -n "${FULL_MOUNT:-}" ]; then umount "$FULL_MOUNT" 2>/dev/null || true; fi
@@ -43,63 +40,10 @@ while True:
         s.close()'
 }
 
-# serve_at ADDR [serve options...]: starts a host on exactly ADDR (a restart),
-# waits until it listens. Sets HOST_PID; the log goes on in $HOST_LOG.
-serve_at() {
-  local addr=$1
-  shift
-  HOST_LOG=$BATS_TEST_TMPDIR/host.log
-  local out=$BATS_TEST_TMPDIR/host.$RANDOM.out
-  : >"$out"
-  "$TFB" serve --listen "$addr" "$@" >"$out" 2>>"$HOST_LOG" 3>&- &
-  HOST_PID=$!
-  HOST_PIDS+=("$HOST_PID")
-  local i
-  for i in $(seq 200); do
-    grep -q '^TFBARRIER_ADDR=' "$out" && { export TFBARRIER_ADDR=$addr; return 0; }
-    kill -0 "$HOST_PID" 2>/dev/null || { echo "host died:" >&2; cat "$HOST_LOG" >&2; return 1; }
-    sleep 0.05
-  done
-  echo "host did not listen on $addr in 10 s" >&2
-  return 1
-}
-
 # kill9_host: kill -9 the host and reap it.
 kill9_host() {
   kill -9 "$HOST_PID"
   wait "$HOST_PID" 2>/dev/null || true
-}
-
-# bg_wait FILE ARGS...: `tfbarrier wait ARGS` in the background; stdout in FILE.out, stderr in FILE.err.
-bg_wait() {
-  local f=$1
-  shift
-  "$TFB" wait -q "$@" >"$f.out" 2>"$f.err" 3>&- &
-  LAST_PID=$!
-  BG_PIDS+=("$LAST_PID")
-}
-
-# running PID: the process exists and is not a zombie.
-running() { [ -e "/proc/$1/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status"; }
-
-# reap PID EXPECTED_RC [LIMIT]: waits (at most LIMIT s, default 30) for a background
-# participant and checks its exit code. One still running at LIMIT is a hang: it is
-# ended with SIGTERM and the test fails.
-reap() {
-  local pid=$1 want=$2 limit=${3:-30} i rc=0
-  for ((i = 0; i < limit * 20; i++)); do
-    running "$pid" || break
-    sleep 0.05
-  done
-  if running "$pid"; then
-    kill -CONT "$pid" 2>/dev/null || true
-    kill -TERM "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-    echo "pid $pid was still running after ${limit}s (expected exit $want): ended it with SIGTERM" >&2
-    return 1
-  fi
-  wait "$pid" || rc=$?
-  [ "$rc" -eq "$want" ] || { echo "pid $pid exited $rc, expected $want" >&2; return 1; }
 }
 
 @test "faults: the checker finds each kind of violation in made-up records" {
@@ -129,63 +73,58 @@ reap() {
 
 @test "faults: the host killed with kill -9 and restarted on the same address: waiting participants carry on" {
   local addr=127.0.0.1:$(low_port)
-  serve_at "$addr"
+  start_host_on "$addr"
   export TFBARRIER_CONNECT_TIMEOUT=15s
-  bg_wait r0 --name k --n 3 --rank 0 --timeout 30s
-  local p0=$LAST_PID
-  bg_wait r1 --name k --n 3 --rank 1 --timeout 30s
-  local p1=$LAST_PID
+  spawn_wait r0 -q --name k --n 3 --rank 0 --timeout 30s
+  spawn_wait r1 -q --name k --n 3 --rank 1 --timeout 30s
   wait_arrived k 2
   kill9_host
   sleep 0.5
-  serve_at "$addr"  # no --state-dir: arrivals need none, the participants send them again
+  start_host_on "$addr"  # no --state-dir: arrivals need none, the participants send them again
   wait_arrived k 2
   run -0 timeout 20 "$TFB" wait --name k --n 3 --rank 2 --timeout 10s
-  reap "$p0" 0
-  reap "$p1" 0
+  expect_exits 0 r0 r1
   grep -q "release k#1: 3 participants" "$HOST_LOG"
 }
 
 @test "faults: with --state-dir, a 'decide stop --no-wait' acknowledged before a kill -9 is delivered after the restart" {
   local addr=127.0.0.1:$(low_port)
-  serve_at "$addr" --state-dir "$BATS_TEST_TMPDIR/state"
+  start_host_on "$addr" --state-dir "$BATS_TEST_TMPDIR/state"
   export TFBARRIER_CONNECT_TIMEOUT=15s
   run -0 timeout 10 "$TFB" decide stop --no-wait --name v --n 3 --rank 0 --message "loss diverged at step 9000"
   assert_output --partial "verdict stop recorded for barrier v round 1"
-  bg_wait r1 --name v --n 3 --rank 1 --timeout 30s
-  local p1=$LAST_PID
+  spawn_wait r1 -q --name v --n 3 --rank 1 --timeout 30s
   wait_arrived v 2
   kill9_host
-  serve_at "$addr" --state-dir "$BATS_TEST_TMPDIR/state"
+  start_host_on "$addr" --state-dir "$BATS_TEST_TMPDIR/state"
   run -1 timeout 20 "$TFB" wait --name v --n 3 --rank 2 --timeout 10s
   assert_output "loss diverged at step 9000"
-  reap "$p1" 1
+  expect_exits 1 r1
   assert_equal "$(cat r1.out)" "loss diverged at step 9000"
 }
 
 @test "faults: without --state-dir, that acknowledged verdict is lost in a kill -9 (documented)" {
   local addr=127.0.0.1:$(low_port)
-  serve_at "$addr"
+  start_host_on "$addr"
   export TFBARRIER_CONNECT_TIMEOUT=15s
   run -0 timeout 10 "$TFB" decide stop --no-wait --name v --n 3 --rank 0 --message "loss diverged"
-  bg_wait r1 --name v --n 3 --rank 1 --timeout 4s
-  local p1=$LAST_PID
+  spawn_wait r1 -q --name v --n 3 --rank 1 --timeout 4s
   wait_arrived v 2
   kill9_host
-  serve_at "$addr"
+  start_host_on "$addr"
   # The chief's arrival and its verdict died with the host: rank 0 is missing for good.
   run -124 timeout 20 "$TFB" wait --name v --n 3 --rank 2 --timeout 3s
   assert_output --partial "never arrived: rank 0"
-  reap "$p1" 124
+  expect_exits 124 r1
 }
 
 @test "faults: a participant frozen with SIGSTOP is withdrawn as unresponsive; the others time out naming it" {
   start_host
-  bg_wait r1 --name z --n 3 --rank 1 --timeout 60s
-  local frozen=$LAST_PID
+  spawn_wait r1 -q --name z --n 3 --rank 1 --timeout 60s
+  local frozen
+  frozen=$(pid_of r1)
   wait_arrived z 1
-  bg_wait r0 --name z --n 3 --rank 0 --timeout 4s
-  local p0=$LAST_PID
+  spawn_wait r0 -q --name z --n 3 --rank 0 --timeout 4s
   wait_arrived z 2
   kill -STOP "$frozen"
   wait_for_log "rank 1 \(.* pid $frozen\) withdrew \(unresponsive\)" 5
@@ -196,7 +135,7 @@ import json, sys
 b = json.load(open("status.json"))["barriers"][0]
 print(b["arrived"], b["missing"], [(g["rank"], g["pid"], g["how"]) for g in b["gone"]])'
   assert_output "1 1-2 [(1, $frozen, 'unresponsive')]"
-  reap "$p0" 124
+  expect_exits 124 r0
   run cat r0.err
   assert_output --regexp "rank 1 stopped answering \(unreachable or stopped\) [0-9.]+m?s ago \(.* pid $frozen\)"
   assert_output --partial "never arrived: rank 2"
@@ -217,14 +156,13 @@ print(b["arrived"], b["missing"], [(g["rank"], g["pid"], g["how"]) for g in b["g
 
 @test "faults: the host frozen with SIGSTOP: a waiting participant exits 69 (host lost), not 124" {
   start_host
-  bg_wait r0 --name f --n 2 --rank 0 --timeout 60s --connect-timeout 2s
-  local p0=$LAST_PID
+  spawn_wait r0 -q --name f --n 2 --rank 0 --timeout 60s --connect-timeout 2s
   wait_arrived f 1
   kill -STOP "$HOST_PID"
   local t0=$SECONDS
   # 3 keep-alives of silence (0.9 s + 0.5 s), then 2 s of trying to reconnect.
   local rc=0
-  reap "$p0" 69 10 || rc=1
+  expect_exit_within 69 10 r0 || rc=1
   kill -CONT "$HOST_PID"
   echo "after $((SECONDS - t0)) s; its stderr:"
   cat r0.err
@@ -241,13 +179,12 @@ timeout_while_frozen() {
   local name=$1 max=$2
   shift 2
   start_host
-  bg_wait r0 --name "$name" --n 2 --rank 0 "$@"
-  local p0=$LAST_PID
+  spawn_wait r0 -q --name "$name" --n 2 --rank 0 "$@"
   wait_arrived "$name" 1
   local t0=$SECONDS
   kill -STOP "$HOST_PID"
   local rc=0
-  reap "$p0" 124 15 || rc=1
+  expect_exit_within 124 15 r0 || rc=1
   local took=$((SECONDS - t0))
   kill -CONT "$HOST_PID"
   echo "ended after ${took} s: $(cat r0.err)"
@@ -273,17 +210,14 @@ timeout_while_frozen() {
 @test "faults: the host frozen for 2 s while participants wait: they carry on and release" {
   start_host
   export TFBARRIER_CONNECT_TIMEOUT=15s
-  bg_wait r0 --name t --n 3 --rank 0 --timeout 30s
-  local p0=$LAST_PID
-  bg_wait r1 --name t --n 3 --rank 1 --timeout 30s
-  local p1=$LAST_PID
+  spawn_wait r0 -q --name t --n 3 --rank 0 --timeout 30s
+  spawn_wait r1 -q --name t --n 3 --rank 1 --timeout 30s
   wait_arrived t 2
   kill -STOP "$HOST_PID"
   sleep 2  # longer than 3 keep-alives: both give the connection up and reconnect
   kill -CONT "$HOST_PID"
   run -0 timeout 20 "$TFB" wait --name t --n 3 --rank 2 --timeout 10s
-  reap "$p0" 0
-  reap "$p1" 0
+  expect_exits 0 r0 r1
 }
 
 @test "faults: the same with a shared secret: participants frozen out mid-handshake carry on (not exit 77)" {
@@ -291,10 +225,8 @@ timeout_while_frozen() {
   export TFBARRIER_SECRET_FILE=$BATS_TEST_TMPDIR/secret
   start_host --secret-file "$TFBARRIER_SECRET_FILE"
   export TFBARRIER_CONNECT_TIMEOUT=15s
-  bg_wait r0 --name s --n 3 --rank 0 --timeout 30s
-  local p0=$LAST_PID
-  bg_wait r1 --name s --n 3 --rank 1 --timeout 30s
-  local p1=$LAST_PID
+  spawn_wait r0 -q --name s --n 3 --rank 0 --timeout 30s
+  spawn_wait r1 -q --name s --n 3 --rank 1 --timeout 30s
   wait_arrived s 2
   kill -STOP "$HOST_PID"
   # Both notice the silence after 1.4 s and reconnect; their HELLO waits in the
@@ -304,8 +236,8 @@ timeout_while_frozen() {
   run timeout 20 "$TFB" wait --name s --n 3 --rank 2 --timeout 5s
   echo "rank 2 exit $status: $output"
   local ok=0
-  reap "$p0" 0 20 || ok=1
-  reap "$p1" 0 20 || ok=1
+  expect_exit_within 0 20 r0 || ok=1
+  expect_exit_within 0 20 r1 || ok=1
   echo "rank 0: $(cat r0.err)"
   echo "rank 1: $(cat r1.err)"
   grep "authentication failed" "$HOST_LOG" || true
@@ -316,8 +248,7 @@ timeout_while_frozen() {
 # at ADDR, decided `stop` with MESSAGE in advance; rank 1 talks to the host
 # through tests/faults/blackhole.py, which turns its connection into a dead
 # link (both ways) before rank 2 arrives. Rank 2 is released at once with
-# MESSAGE; rank 1's RELEASE is stuck in the dead link. Rank 1 (its output in
-# r1.out) is $P1.
+# MESSAGE; rank 1's RELEASE is stuck in the dead link. Rank 1 is spawned as r1.
 release_behind_dead_link() {
   local addr=$1 name=$2 message=$3 proxy_port proxy i
   proxy_port=$(low_port)
@@ -326,8 +257,7 @@ release_behind_dead_link() {
   BG_PIDS+=("$proxy")
   for i in $(seq 100); do grep -q '<ready>' proxy.out && break; sleep 0.05; done
   run -0 timeout 10 "$TFB" decide stop --no-wait --name "$name" --n 3 --rank 0 --message "$message"
-  bg_wait r1 --name "$name" --n 3 --rank 1 --timeout 30s --addr "127.0.0.1:$proxy_port" --connect-timeout 15s
-  P1=$LAST_PID
+  spawn_wait r1 -q --name "$name" --n 3 --rank 1 --timeout 30s --addr "127.0.0.1:$proxy_port" --connect-timeout 15s
   wait_arrived "$name" 2
   kill -USR1 "$proxy"
   for i in $(seq 100); do grep -q '<dead>' proxy.out && break; sleep 0.05; done
@@ -340,19 +270,19 @@ release_behind_dead_link() {
   release_behind_dead_link "$TFBARRIER_ADDR" cut "stop: cut round"
   # Rank 1 notices the silence, reconnects with the same id and is told its
   # round's outcome.
-  reap "$P1" 1
+  expect_exits 1 r1
   assert_equal "$(cat r1.out)" "stop: cut round"
   grep -q "rejoin cut#1: participant .* came back after the release; told the outcome" "$HOST_LOG"
 }
 
 @test "faults: with --state-dir, a participant that missed its RELEASE when the host died is told it after the restart" {
   local addr=127.0.0.1:$(low_port)
-  serve_at "$addr" --state-dir "$BATS_TEST_TMPDIR/state"
+  start_host_on "$addr" --state-dir "$BATS_TEST_TMPDIR/state"
   release_behind_dead_link "$addr" m "epoch 1: stop"
   # Released (journaled); rank 1's RELEASE is lost in the dead link, and the host dies.
   kill9_host
-  serve_at "$addr" --state-dir "$BATS_TEST_TMPDIR/state"
-  reap "$P1" 1
+  start_host_on "$addr" --state-dir "$BATS_TEST_TMPDIR/state"
+  expect_exits 1 r1
   assert_equal "$(cat r1.out)" "epoch 1: stop"
 }
 
@@ -362,7 +292,7 @@ release_behind_dead_link() {
   mkdir -p "$FULL_MOUNT"
   mount -t tmpfs -o size=64k tmpfs "$FULL_MOUNT"
   local addr=127.0.0.1:$(low_port)
-  serve_at "$addr" --state-dir "$FULL_MOUNT"
+  start_host_on "$addr" --state-dir "$FULL_MOUNT"
   local host=$HOST_PID
   dd if=/dev/zero of="$FULL_MOUNT/fill" bs=4k 2>/dev/null || true  # until ENOSPC
   # Verdicts with 1000-byte messages, one barrier each, until the journal's last
@@ -371,10 +301,9 @@ release_behind_dead_link() {
   local msg i t decide="" acked=0
   msg=$(head -c 1000 /dev/zero | tr '\0' m)
   for i in $(seq 8); do
-    "$TFB" decide stop --no-wait --name "full$i" --n 2 --rank 0 --message "$msg" \
-      --connect-timeout 20s >"d$i.out" 2>"d$i.err" 3>&- &
-    decide=$!
-    BG_PIDS+=("$decide")
+    spawn "d$i" "$TFB" decide stop --no-wait --name "full$i" --n 2 --rank 0 --message "$msg" \
+      --connect-timeout 20s
+    decide=${PID_OF[d$i]}
     for t in $(seq 200); do
       alive "$decide" && alive "$host" || break
       sleep 0.05
@@ -395,8 +324,8 @@ release_behind_dead_link() {
   alive "$decide"
   local last=$((acked + 1))
   rm "$FULL_MOUNT/fill"
-  serve_at "$addr" --state-dir "$FULL_MOUNT"
-  reap "$decide" 0 20
+  start_host_on "$addr" --state-dir "$FULL_MOUNT"
+  expect_exit_within 0 20 "d$last"
   grep -q "recorded" "d$last.err"
   # Every verdict is there after the restart, the last one too.
   for i in $(seq "$last"); do
@@ -406,23 +335,21 @@ release_behind_dead_link() {
 }
 
 # gathered_then_kill9 [--stop-workers]: with --state-dir, ranks 1 and 2 wait in
-# barrier g (n = 3, pids in P1 and P2, stdout in r1.out and r2.out), the chief's
+# barrier g (n = 3, spawned as r1 and r2), the chief's
 # `wait --chief` is told all are here, and the host is killed with kill -9 and
 # started again on the same address. --stop-workers freezes the workers first
 # (SIGSTOP), so that none is back before the test lets them go.
 gathered_then_kill9() {
   local addr=127.0.0.1:$(low_port)
-  serve_at "$addr" --state-dir "$BATS_TEST_TMPDIR/state"
+  start_host_on "$addr" --state-dir "$BATS_TEST_TMPDIR/state"
   export TFBARRIER_CONNECT_TIMEOUT=15s
-  bg_wait r1 --name g --n 3 --rank 1 --timeout 60s
-  P1=$LAST_PID
-  bg_wait r2 --name g --n 3 --rank 2 --timeout 60s
-  P2=$LAST_PID
+  spawn_wait r1 -q --name g --n 3 --rank 1 --timeout 60s
+  spawn_wait r2 -q --name g --n 3 --rank 2 --timeout 60s
   wait_arrived g 2
   run -0 timeout 10 "$TFB" wait --name g --n 3 --rank 0 --chief --timeout 10s
-  [ "${1:-}" != --stop-workers ] || kill -STOP "$P1" "$P2"
+  [ "${1:-}" != --stop-workers ] || kill -STOP "$(pid_of r1)" "$(pid_of r2)"
   kill9_host
-  serve_at "$addr" --state-dir "$BATS_TEST_TMPDIR/state"
+  start_host_on "$addr" --state-dir "$BATS_TEST_TMPDIR/state"
 }
 
 @test "faults: with --state-dir, the chief's decide after a kill -9 still releases the workers that came back" {
@@ -431,8 +358,7 @@ gathered_then_kill9() {
   gathered_then_kill9
   wait_arrived g 3
   run -0 timeout 10 "$TFB" decide stop --name g --message "after the crash"
-  reap "$P1" 1
-  reap "$P2" 1
+  expect_exits 1 r1 r2
   assert_equal "$(cat r1.out)" "after the crash"
 }
 
@@ -450,9 +376,8 @@ gathered_then_kill9() {
   run -0 "$TFB" status --name g
   assert_output --partial "rank 1     present before the host restarted, not back yet"
   run -0 timeout 10 "$TFB" decide stop --name g --message "after the crash"
-  kill -CONT "$P1" "$P2"
-  reap "$P1" 1
-  reap "$P2" 1
+  kill -CONT "$(pid_of r1)" "$(pid_of r2)"
+  expect_exits 1 r1 r2
   assert_equal "$(cat r1.out)" "after the crash"
   assert_equal "$(cat r2.out)" "after the crash"
   # The round is over: the next one is round 2, and the journal has the release.

@@ -13,7 +13,9 @@ setup_common() {
   unset SLURM_JOB_ID SLURM_PROCID SLURM_NTASKS SLURM_STEP_NUM_TASKS RANK WORLD_SIZE MASTER_ADDR
   unset OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_RANK PMI_SIZE PMI_RANK TORCHELASTIC_RUN_ID
   HOST_PIDS=()
+  HOST_WRAP=()
   BG_PIDS=()
+  SPAWN_LIMIT=20
   declare -gA PID_OF=()
   # A home of its own: the default secret file (~/.tfbarrier/secret) never leaks between tests.
   export HOME=$BATS_TEST_TMPDIR/home
@@ -27,20 +29,26 @@ start_host() {
   start_host_on 127.0.0.1:0 "$@"
 }
 
-# start_host_on HOST:PORT [serve options...]: as start_host, on a given address.
+# start_host_on HOST:PORT [serve options...]: as start_host, on a given address
+# (the same again to restart a host where it was). Sets HOST_PID and HOST_PORT.
+# HOST_LOG holds the log of every host the test started, in order. The host
+# runs under the command in the array HOST_WRAP when set (ip netns exec ...),
+# which must exec it, so that HOST_PID is the host's own.
 start_host_on() {
   local listen=$1
   shift
   HOST_LOG=$BATS_TEST_TMPDIR/host.log
   local out=$BATS_TEST_TMPDIR/host.out
   : >"$out"
-  "$TFB" serve --listen "$listen" "$@" >"$out" 2>"$HOST_LOG" 3>&- &
+  "${HOST_WRAP[@]}" "$TFB" serve --listen "$listen" "$@" >"$out" 2>>"$HOST_LOG" 3>&- &
   HOST_PID=$!
   HOST_PIDS+=("$HOST_PID")
   local i
   for i in $(seq 200); do
     if grep -q '^TFBARRIER_ADDR=' "$out"; then
       export TFBARRIER_ADDR=$(sed -n 's/^TFBARRIER_ADDR=//p' "$out")
+      # shellcheck disable=SC2034  # for the test
+      HOST_PORT=${TFBARRIER_ADDR##*:}
       return 0
     fi
     kill -0 "$HOST_PID" 2>/dev/null || { echo "host died:" >&2; cat "$HOST_LOG" >&2; return 1; }
@@ -83,10 +91,13 @@ free_port() {
   /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
+# Ends every host and background process of the test, frozen ones (SIGSTOP) too.
 teardown_common() {
   local p
   for p in "${HOST_PIDS[@]}" "${BG_PIDS[@]:-}"; do
-    [ -n "$p" ] && kill "$p" 2>/dev/null || true
+    [ -n "$p" ] || continue
+    kill "$p" 2>/dev/null || true
+    kill -CONT "$p" 2>/dev/null || true
   done
   for p in "${HOST_PIDS[@]}" "${BG_PIDS[@]:-}"; do
     [ -n "$p" ] && wait "$p" 2>/dev/null || true
@@ -94,16 +105,17 @@ teardown_common() {
 }
 
 # ---- Processes in the background, bounded ----------------------------------
-# Every one runs under `timeout 20`, which is its own process group's leader:
-# teardown_common's SIGTERM to it reaches the whole group, and nothing outlives
-# a hung test by more than 20 s.
+# Every one runs under `timeout $SPAWN_LIMIT` (20 s; a file whose participants
+# wait longer sets more in its setup), which is its own process group's leader:
+# teardown_common's SIGTERM to it reaches the whole group (with a SIGCONT after
+# it, for a frozen one), and nothing outlives a hung test by more than that.
 
 # spawn LABEL CMD...: runs CMD in the background, stdout in $BATS_TEST_TMPDIR/LABEL.out
 # and stderr in LABEL.err. Its pid (timeout's) goes to BG_PIDS and PID_OF[LABEL].
 spawn() {
   local label=$1
   shift
-  timeout 20 "$@" >"$BATS_TEST_TMPDIR/$label.out" 2>"$BATS_TEST_TMPDIR/$label.err" 3>&- &
+  timeout "$SPAWN_LIMIT" "$@" >"$BATS_TEST_TMPDIR/$label.out" 2>"$BATS_TEST_TMPDIR/$label.err" 3>&- &
   BG_PIDS+=("$!")
   PID_OF[$label]=$!
 }
@@ -113,6 +125,15 @@ spawn_wait() {
   local label=$1
   shift
   spawn "$label" "$TFB" wait "$@"
+}
+
+# arrive NAME N RANK...: for each RANK, spawns `wait --name NAME --n N --rank RANK`
+# as pRANK; returns once the host counts them all at NAME (whose round was empty).
+arrive() {
+  local name=$1 n=$2 rank
+  shift 2
+  for rank in "$@"; do spawn_wait "p$rank" --name "$name" --n "$n" --rank "$rank"; done
+  wait_arrived "$name" $#
 }
 
 # spawn_timed LABEL CMD...: as spawn, and writes the time it exited
@@ -168,7 +189,7 @@ wait_gone() {
   return 1
 }
 
-# finish LABEL: waits for LABEL (at most its 20 s) and sets RC to its exit status.
+# finish LABEL: waits for LABEL (at most its SPAWN_LIMIT) and sets RC to its exit status.
 finish() {
   RC=0
   wait "${PID_OF[$1]}" || RC=$?
@@ -190,6 +211,25 @@ expect_exits() {
     [ -n "${HOST_LOG:-}" ] && [ -e "$HOST_LOG" ] && { echo "--- host log" >&2; cat "$HOST_LOG" >&2; }
     return 1
   fi
+}
+
+# expect_exit_within CODE SECONDS LABEL: LABEL must exit CODE within SECONDS.
+# One still running then is a hang: it is ended (timeout passes SIGTERM on, and
+# SIGCONT for a frozen one) and the test fails.
+expect_exit_within() {
+  local want=$1 limit=$2 label=$3 i
+  local pid=${PID_OF[$label]}
+  for ((i = 0; i < limit * 20; i++)); do
+    alive "$pid" || break
+    sleep 0.05
+  done
+  if alive "$pid"; then
+    kill -TERM "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    echo "$label was still running after ${limit}s (expected exit $want): ended it" >&2
+    return 1
+  fi
+  expect_exits "$want" "$label"
 }
 
 # still_running SECONDS LABEL...: for SECONDS (tenths allowed: 0.5), checks every
@@ -226,16 +266,21 @@ wait_for_match() {
 
 # ---- JSON, with jq if installed, else python3 --------------------------------
 
+# jq_filter PATH: PATH (dotted: barriers.0.members) as a jq filter (.["barriers"][0]["members"]).
+jq_filter() {
+  local filter=. part parts=()
+  IFS=. read -ra parts <<<"$1"
+  for part in "${parts[@]}"; do
+    if [[ $part =~ ^[0-9]+$ ]]; then filter+="[$part]"; else filter+="[\"$part\"]"; fi
+  done
+  echo "$filter"
+}
+
 # json PATH: the value at PATH in $output, as compact JSON ("open", 3, null, true).
 # PATH is dotted and numbers index lists: barriers.0.members.1.rank. A missing key is null.
 json() {
   if command -v jq >/dev/null; then
-    local filter=. part parts=()
-    IFS=. read -ra parts <<<"$1"
-    for part in "${parts[@]}"; do
-      if [[ $part =~ ^[0-9]+$ ]]; then filter+="[$part]"; else filter+="[\"$part\"]"; fi
-    done
-    jq -c "$filter" <<<"$output"
+    jq -c "$(jq_filter "$1")" <<<"$output"
   else
     /usr/bin/python3 -c '
 import json, sys
@@ -255,12 +300,7 @@ print(json.dumps(v, separators=(",", ":")))
 # json_each PATH FIELD: FIELD of each element of the list at PATH, one a line, sorted.
 json_each() {
   if command -v jq >/dev/null; then
-    local filter=. part parts=()
-    IFS=. read -ra parts <<<"$1"
-    for part in "${parts[@]}"; do
-      if [[ $part =~ ^[0-9]+$ ]]; then filter+="[$part]"; else filter+="[\"$part\"]"; fi
-    done
-    jq -c "${filter}[][\"$2\"]" <<<"$output" | sort
+    jq -c "$(jq_filter "$1")[][\"$2\"]" <<<"$output" | sort
   else
     /usr/bin/python3 -c '
 import json, sys
@@ -295,6 +335,47 @@ wait_status() {
   echo "barrier $name: $path never became $want; last status:" >&2
   echo "$output" >&2
   return 1
+}
+
+# json_fields: the JSON object on stdin as sorted key=value lines, nested keys
+# dotted (source.n=env:WORLD_SIZE), null as null, lists and booleans as JSON.
+json_fields() {
+  /usr/bin/python3 -c '
+import json, sys
+def walk(prefix, v):
+    if isinstance(v, dict):
+        for k in v:
+            walk(prefix + k + ".", v[k])
+    else:
+        print(prefix[:-1] + "=" + (json.dumps(v) if isinstance(v, (list, bool)) or v is None else str(v)))
+walk("", json.load(sys.stdin))
+' | sort
+}
+
+# ---- Hosts that participants started themselves -------------------------------
+# They outlive their participants (detached, until 10 minutes idle): a test
+# that makes one ends it.
+
+# self_started_pids LOG [ADDR]: the pids of the hosts whose start LOG records
+# (`tfbarrier[PID]: tfbarrier ... listening on ADDR ...`); ADDR is a regex, any address if not given.
+self_started_pids() {
+  local log=$1 addr=${2:-[^ ]*}
+  [ -e "$log" ] || return 0
+  sed -n "s/.* tfbarrier\[\([0-9]*\)\]: tfbarrier .* listening on $addr .*/\1/p" "$log" | sort -u
+}
+
+# stop_self_started LOG [ADDR]: ends those hosts, each only while its pid is
+# still a `serve --listen ADDR ... --self-started`; each within 5 s.
+stop_self_started() {
+  local addr=${2:-[^ ]*} pid
+  for pid in $(self_started_pids "$1" "$addr"); do
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "serve --listen $addr .*--self-started" || continue
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+  done
 }
 
 # ---- Descriptors a daemon must not keep ----------------------------------------

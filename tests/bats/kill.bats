@@ -10,9 +10,7 @@ teardown() { teardown_common; }
 
 @test "a participant killed with kill -9 while waiting is withdrawn, and the round then needs another arrival" {
   start_host
-  spawn_wait p0 --name k --n 3 --rank 0
-  spawn_wait p1 --name k --n 3 --rank 1
-  wait_arrived k 2
+  arrive k 3 0 1
   local victim
   victim=$(pid_of p1)
 
@@ -68,9 +66,7 @@ teardown() { teardown_common; }
 interrupted() {
   local sig=$1 code=$2
   start_host
-  spawn_wait p0 --name i --n 3 --rank 0
-  spawn_wait p1 --name i --n 3 --rank 1
-  wait_arrived i 2
+  arrive i 3 0 1
   local victim
   victim=$(pid_of p1)
 
@@ -107,8 +103,7 @@ interrupted() {
 
 @test "a participant interrupted while the host is frozen still exits 130 within about a second" {
   start_host
-  spawn_wait p0 --name z --n 2 --rank 0
-  wait_arrived z 1
+  arrive z 2 0
   local victim
   victim=$(pid_of p0)
   kill -STOP "$HOST_PID"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # The code a short command runs is grouped on a few pages: CMakeLists.txt
-# links tfbarrier with lld and --symbol-ordering-file=src/link-order.txt
+# links tfbarrier with lld and --symbol-ordering-file=bench/link-order.txt
 # (written by bench/link-order.sh), and a `wait` then takes 8 page faults in
 # its own code instead of 24 (docs/performance.md). These tests check that
 # the list still names tfbarrier's functions, and that the linker placed them
@@ -10,7 +10,7 @@ load helpers
 setup() {
   setup_common
   command -v nm >/dev/null || skip "nm is not installed (binutils)"
-  LIST=$BATS_TEST_DIRNAME/../../src/link-order.txt
+  LIST=$BATS_TEST_DIRNAME/../../bench/link-order.txt
 }
 teardown() { teardown_common; }
 
@@ -39,18 +39,18 @@ print(f"present {len(present)} of {len(want)}, span {(hi - lo) >> 10} KiB for {s
 if len(present) < 0.7 * len(want):
     sys.exit("most of these functions are gone from the binary: run bench/link-order.sh")
 if hi - lo > 1.25 * size + 65536:
-    sys.exit("these functions are spread out: was the binary linked with lld and src/link-order.txt?")
+    sys.exit("these functions are spread out: was the binary linked with lld and bench/link-order.txt?")
 EOF
 }
 
-@test "src/link-order.txt still names the functions tfbarrier has" {
+@test "bench/link-order.txt still names the functions tfbarrier has" {
   run grouping "$TFB" "$LIST"
   echo "# $output" >&3
   [[ "$output" == *"present"* ]]
   [[ "$output" != *"functions are gone"* ]]
 }
 
-@test "the functions of src/link-order.txt lie together in the binary (linked with lld)" {
+@test "the functions of bench/link-order.txt lie together in the binary (linked with lld)" {
   [[ $(readelf -p .comment "$TFB" 2>/dev/null) == *LLD* ]] ||
     skip "$TFB was not linked with lld (apt-get install lld, or -DTFB_LINK_ORDER=OFF)"
   run grouping "$TFB" "$LIST"

@@ -9,18 +9,6 @@
 # shellcheck disable=SC2154  # $stderr is set by `run --separate-stderr`
 load helpers
 
-# Installs a missing Debian package for this file's checks, as scripts/deps
-# does for the rest of the suite (root only; a failure leaves the test to skip).
-setup_file() {
-  local cmd=mandoc pkg=mandoc
-  command -v "$cmd" >/dev/null && return 0
-  [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null || return 0
-  echo "# installing $pkg for ${BATS_TEST_FILENAME##*/}" >&3
-  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null 2>&1 || true
-  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "$pkg" \
-    >/dev/null 2>&1 || true
-}
-
 setup() {
   setup_common
   ROOT=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
@@ -30,7 +18,7 @@ setup() {
 
 # need TOOL PACKAGE: skip, saying how to get it, when TOOL is not installed.
 need() {
-  command -v "$1" >/dev/null || skip "$1 is not installed (apt-get install $2)"
+  command -v "$1" >/dev/null || skip "$1 is not installed (package $2; scripts/deps test installs it)"
 }
 
 # The commands listed under "Subcommands:" in tfbarrier --help.

@@ -28,7 +28,8 @@ setup() {
   if [ -n "${ROOT_SKIP:-}" ]; then skip "$ROOT_SKIP"; fi
   setup_common
   cd "$BATS_TEST_TMPDIR" || return
-  BG_PIDS=()
+  # shellcheck disable=SC2034  # read by spawn (helpers.bash)
+  SPAWN_LIMIT=90  # a participant waits through a link that is down for a while
   # A later change makes serve refuse non-loopback addresses without
   # authentication unless --insecure is given; pass it only where it exists.
   INSECURE=()
@@ -42,66 +43,37 @@ teardown() {
   teardown_common
 }
 
-# tfb_in NODE ARGS...: tfbarrier inside tfb-NODE, with no variables but HOME and PATH.
+# in_node NODE: the command that runs a program inside tfb-NODE with no
+# variables but HOME and PATH (`ip netns exec` and `env` exec it), in IN_NODE.
+in_node() { IN_NODE=(ip netns exec "tfb-$1" env -i HOME="$HOME" PATH=/usr/bin:/bin); }
+
+# tfb_in NODE ARGS...: tfbarrier inside tfb-NODE.
 tfb_in() {
-  local node=$1
+  in_node "$1"
   shift
-  ip netns exec "tfb-$node" env -i HOME="$HOME" PATH=/usr/bin:/bin "$TFB" "$@"
+  "${IN_NODE[@]}" "$TFB" "$@"
 }
 
 # start_ns_host: `tfbarrier serve` on 10.231.0.1, port 0, inside tfb-node1.
-# Sets HOST_PID, PORT and HOST_LOG.
+# Sets HOST_PID, PORT and HOST_LOG. Nothing in the root namespace is to
+# connect to it, so TFBARRIER_ADDR is not left set.
 start_ns_host() {
-  HOST_LOG=$BATS_TEST_TMPDIR/host.log
-  : >host.out
-  # Not through tfb_in: `ip netns exec` and `env` exec, so $! is the host itself.
-  ip netns exec tfb-node1 env -i HOME="$HOME" PATH=/usr/bin:/bin \
-    "$TFB" serve --listen 10.231.0.1:0 "${INSECURE[@]}" >host.out 2>"$HOST_LOG" 3>&- &
-  HOST_PID=$!
-  HOST_PIDS+=("$HOST_PID")
-  for _ in $(seq 200); do
-    if grep -q '^TFBARRIER_ADDR=10.231.0.1:' host.out; then
-      PORT=$(sed -n 's/^TFBARRIER_ADDR=10\.231\.0\.1://p' host.out)
-      [ "$(ip netns identify "$HOST_PID")" = tfb-node1 ]
-      return 0
-    fi
-    kill -0 "$HOST_PID" 2>/dev/null || { echo "host died:" >&2; cat "$HOST_LOG" >&2; return 1; }
-    sleep 0.05
-  done
-  echo "host did not report its address in 10 s" >&2
-  cat "$HOST_LOG" >&2
-  return 1
+  in_node node1
+  # shellcheck disable=SC2034  # read by start_host_on (helpers.bash)
+  HOST_WRAP=("${IN_NODE[@]}")
+  start_host_on 10.231.0.1:0 "${INSECURE[@]}"
+  unset TFBARRIER_ADDR
+  PORT=$HOST_PORT
+  [ "$(ip netns identify "$HOST_PID")" = tfb-node1 ]
 }
 
-# participant NODE OUT ADDR [wait options]: `tfbarrier wait --name x` in tfb-NODE,
-# in the background; pid in BG_PIDS and in PID_OF[OUT].
-declare -gA PID_OF
+# participant NODE LABEL ADDR [wait options]: `tfbarrier wait --name x` in
+# tfb-NODE, spawned as LABEL.
 participant() {
-  local node=$1 out=$2 addr=$3
+  local node=$1 label=$2 addr=$3
   shift 3
-  tfb_in "$node" wait --name x --addr "$addr" "$@" >"$out.out" 2>"$out.err" 3>&- &
-  BG_PIDS+=($!)
-  PID_OF[$out]=$!
-}
-
-# expect_exit CODE OUT...: waits for those participants; each must exit CODE.
-expect_exit() {
-  local want=$1 out rc bad=0
-  shift
-  for out in "$@"; do
-    rc=0
-    wait "${PID_OF[$out]}" || rc=$?
-    if [ "$rc" -ne "$want" ]; then
-      echo "$out exited $rc, not $want; its stderr:" >&2
-      cat "$out.err" >&2
-      bad=1
-    fi
-  done
-  if [ "$bad" -ne 0 ]; then
-    echo "--- host log" >&2
-    cat "$HOST_LOG" >&2
-    return 1
-  fi
+  in_node "$node"
+  spawn "$label" "${IN_NODE[@]}" "$TFB" wait --name x --addr "$addr" "$@"
 }
 
 # arrived_is COUNT [seconds]: waits until barrier x holds COUNT arrivals, asking
@@ -148,13 +120,13 @@ names_missing_rank2() {
   participant node3 name2 "node1:$PORT" --n 4 --rank 2 --timeout 20s
   arrived_is 3
   # Nobody is released with one missing.
-  for out in name0 addr1 name2; do kill -0 "${PID_OF[$out]}"; done
+  for out in name0 addr1 name2; do alive "${PID_OF[$out]}"; done
   # The host sees them come from the other namespaces' addresses.
   run -0 ip netns exec tfb-node1 ss -Htn state established "sport = :$PORT"
   assert_output --partial "10.231.0.2:"
   assert_output --partial "10.231.0.3:"
   participant node3 addr3 "10.231.0.1:$PORT" --n 4 --rank 3 --timeout 20s
-  expect_exit 0 name0 addr1 name2 addr3
+  expect_exits 0 name0 addr1 name2 addr3
   run -0 grep -c 'release x#1: 4 participants' "$HOST_LOG"
   assert_output 1
 }
@@ -166,18 +138,18 @@ names_missing_rank2() {
   SECONDS=0
   participant node2 r0 "node1:$PORT" --n 3 --rank 0 --timeout 3s
   participant node2 r1 "10.231.0.1:$PORT" --n 3 --rank 1 --timeout 3s
-  expect_exit 124 r0 r1
+  expect_exits 124 r0 r1
   [ "$SECONDS" -ge 3 ]
   run -0 cat r0.err r1.err
   names_missing_rank2 3s never r0.err r1.err
-  kill -0 "${PID_OF[r2]}"                       # still trying
+  alive "${PID_OF[r2]}"                      # still trying
   run -1 grep 'release x' "$HOST_LOG"
 
   ip -n tfb-node3 link set eth0 up
   arrived_is 1 15                               # rank 2 got through
   participant node2 r0b "node1:$PORT" --n 3 --rank 0 --timeout 20s
   participant node2 r1b "10.231.0.1:$PORT" --n 3 --rank 1 --timeout 20s
-  expect_exit 0 r2 r0b r1b
+  expect_exits 0 r2 r0b r1b
   run -0 grep -c 'release x#1: 3 participants' "$HOST_LOG"
   assert_output 1
 }
@@ -193,14 +165,14 @@ names_missing_rank2() {
 
   participant node2 r0 "node1:$PORT" --n 3 --rank 0 --timeout 2s
   participant node2 r1 "10.231.0.1:$PORT" --n 3 --rank 1 --timeout 2s
-  expect_exit 124 r0 r1
+  expect_exits 124 r0 r1
   run -1 grep 'release x' "$HOST_LOG"
 
   participant node2 r0b "node1:$PORT" --n 3 --rank 0 --timeout 30s
   participant node2 r1b "10.231.0.1:$PORT" --n 3 --rank 1 --timeout 30s
   arrived_is 2
   ip -n tfb-node3 link set eth0 up
-  expect_exit 0 r2 r0b r1b
+  expect_exits 0 r2 r0b r1b
   run -0 grep -c 'release x#1: 3 participants' "$HOST_LOG"
   assert_output 1
   # Last, so the rejoin above is checked even when this fails: the timeouts named rank 2

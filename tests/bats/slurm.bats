@@ -42,47 +42,13 @@ setup() {
 teardown() {
   if [ -n "${ROOT_SKIP:-}" ]; then return 0; fi
   teardown_common
-  stop_self_started
+  stop_self_started "$HOST_LOG"  # the hosts the jobs of this test started
 }
 
 client() { "$INFRA/slurm-client.sh" "$@"; }
 
-# The hosts the jobs of this test started: pids from the log's `tfbarrier[PID]: ... listening on` lines.
-self_started_pids() {
-  [ -e "$HOST_LOG" ] || return 0
-  sed -n 's/.* tfbarrier\[\([0-9]*\)\]: tfbarrier .* listening on .*/\1/p' "$HOST_LOG" | sort -u
-}
-
-# Self-started hosts outlive their job (they are detached, and exit after 10 minutes
-# idle). End those of this test, only if the pid is still such a host; bounded.
-stop_self_started() {
-  local pid
-  for pid in $(self_started_pids); do
-    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- ' serve --listen .* --self-started' || continue
-    kill "$pid" 2>/dev/null || true
-    for _ in $(seq 50); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-  done
-}
-
 # port_of JOBID: the port tfbarrier derives from a Slurm job id.
 port_of() { echo $((10000 + $1 % 20000)); }
-
-# fields FILE: the JSON object in FILE as sorted key=value lines (source.n=...).
-fields() {
-  /usr/bin/python3 -c '
-import json, sys
-def walk(prefix, v):
-    if isinstance(v, dict):
-        for k in v:
-            walk(prefix + k + ".", v[k])
-    else:
-        print(prefix[:-1] + "=" + (json.dumps(v) if isinstance(v, (list, bool)) or v is None else str(v)))
-walk("", json.load(open(sys.argv[1])))
-' "$1" | sort
-}
 
 # wait_job JOBID SECONDS: polls squeue (bounded) until the job has left the queue,
 # then prints `JobState=... ExitCode=...` from scontrol. Cancels it on timeout.
@@ -113,7 +79,7 @@ wait_job() {
   for t in 0 1 2 3 4 5; do
     node=node$((t / 2 + 1))
     if [ "$node" = node1 ]; then may=true; else may=false; fi
-    run -0 fields "cfg-$jid-$t.json"
+    run -0 json_fields <"cfg-$jid-$t.json"
     assert_output "addr=node1:$port
 addr_explicit=false
 host=node1
@@ -139,7 +105,7 @@ warnings=[]"
     -o "$BATS_TEST_TMPDIR/batch.json" -e "$BATS_TEST_TMPDIR/batch.err" --wrap "'$TFB' config --json")
   run -0 wait_job "$jid" 60
   assert_output "JobState=COMPLETED ExitCode=0:0"
-  run -0 fields batch.json
+  run -0 json_fields <batch.json
   assert_line launcher=slurm
   assert_line "addr=node1:$(port_of "$jid")"
   assert_line source.host=derived:SLURM_JOB_NODELIST
@@ -184,7 +150,7 @@ warnings=[]"
   assert_equal "${#lines[@]}" 1
   assert_output --partial "listening on 10.231.0.1:$port "
   run -0 grep -c "no host answers at node1:$port; starting one here (log: $HOST_LOG)" "$out"
-  run -0 self_started_pids
+  run -0 self_started_pids "$HOST_LOG"
   pid=${lines[0]}
   run -0 ip netns identify "$pid"
   assert_output tfb-node1
@@ -215,7 +181,7 @@ warnings=[]"
   for jid in "${jids[@]}"; do
     port=$(port_of "$jid")
     for t in 0 1; do
-      run -0 fields "cfg-$jid-$t.json"
+      run -0 json_fields <"cfg-$jid-$t.json"
       assert_line "addr=node2:$port"
       assert_line "scope=slurm-$jid.0"
       assert_line "may_start_host=true"
@@ -248,7 +214,7 @@ warnings=[]"
   run -0 timeout -k 5 30 "$INFRA/slurm-client.sh" salloc -N3 -n3 --ntasks-per-node=1 \
     srun -r1 -N2 -n2 bash -c "$task"
   for t in 0 1; do
-    run -0 fields "cfg-$t.json"
+    run -0 json_fields <"cfg-$t.json"
     assert_line host=node2
     assert_line source.host=derived:SLURM_STEP_NODELIST
     assert_line n=2

@@ -12,8 +12,7 @@ teardown() { teardown_common; }
 
 @test "status --json describes an open round field by field" {
   start_host
-  spawn_wait p0 --name st --n 4 --rank 0
-  wait_arrived st 1
+  arrive st 4 0
   spawn_wait p2 --name st --n 4 --rank 2
   wait_arrived st 2
   local pid0 pid2
@@ -107,9 +106,7 @@ teardown() { teardown_common; }
 
 @test "status shows the barrier as a table, and --name adds its members" {
   start_host
-  spawn_wait p0 --name tb --n 4 --rank 0
-  spawn_wait p2 --name tb --n 4 --rank 2
-  wait_arrived tb 2
+  arrive tb 4 0 2
   local pid0
   pid0=$(pid_of p0)
 

@@ -12,9 +12,7 @@ teardown() { teardown_common; }
 
 @test "--timeout 1s exits 124 naming the missing ranks and the arrived ranks with their hosts" {
   start_host
-  spawn_wait p0 --name t --n 5 --rank 0
-  spawn_wait p2 --name t --n 5 --rank 2
-  wait_arrived t 2
+  arrive t 5 0 2
   local pid0 pid2
   pid0=$(pid_of p0)
   pid2=$(pid_of p2)

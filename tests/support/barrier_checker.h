@@ -743,7 +743,8 @@ class checker {
     auto bad = [&](const std::string& what) { fail_(fmt_history() + "STATUS " + k.second + ": " + what); };
     if (st.barriers.empty()) return bad("an existing barrier is missing");
     if (b.aborted) {
-      if (st.barriers.size() != 1 || st.barriers[0].state != "aborted") bad("an aborted barrier not shown as aborted");
+      if (st.barriers.size() != 1 || st.barriers[0].state != proto::round_state::aborted)
+        bad("an aborted barrier not shown as aborted");
       return;
     }
     std::size_t open = 0;
@@ -752,14 +753,14 @@ class checker {
       round_m& r = b.rounds[info.gen];
       if (info.arrived != r.present.size())
         bad("arrived=" + std::to_string(info.arrived) + " but the model counts " + std::to_string(r.present.size()));
-      if (info.state == "gathered") {
+      if (info.state == proto::round_state::gathered) {
         if (!r.complete || r.released) bad("gathered, but the model disagrees");
         if (!info.chief) bad("gathered without chief");
-      } else if (info.state == "open") {
+      } else if (info.state == proto::round_state::open) {
         ++open;
         if (r.complete) bad("a complete round shown as open");
       } else {
-        bad("state=" + info.state);
+        bad("state=" + std::string(proto::to_string(info.state)));
       }
       if (info.chief != chief_present(r)) bad("chief flag disagrees with the model");
       if (info.v != (r.decided ? r.decided->first : verdict::none)) bad("verdict disagrees with the model");

@@ -1008,7 +1008,7 @@ barrier_info sample_barrier() {
   b.scope = "default";
   b.name = "e1";
   b.gen = 3;
-  b.state = "open";
+  b.state = round_state::open;
   b.n = 6u;
   b.arrived = 2;
   b.chief = true;
@@ -1040,7 +1040,7 @@ TEST(Replies, StatusOneBarrierWithDetail) {
   EXPECT_EQ(b.scope, "default");
   EXPECT_EQ(b.name, "e1");
   EXPECT_EQ(b.gen, 3u);
-  EXPECT_EQ(b.state, "open");
+  EXPECT_EQ(b.state, round_state::open);
   EXPECT_EQ(b.n, 6u);
   EXPECT_EQ(b.arrived, 2u);
   EXPECT_TRUE(b.chief);
@@ -1064,7 +1064,7 @@ TEST(Replies, StatusSeveralBarriers) {
   g.scope = "job.7";
   g.name = "e2";
   g.gen = 1;
-  g.state = "gathered";
+  g.state = round_state::gathered;
   g.n = 2u;
   g.arrived = 2;
   g.chief = true;
@@ -1075,7 +1075,7 @@ TEST(Replies, StatusSeveralBarriers) {
   a.scope = "job.7";
   a.name = "e3";
   a.gen = 4;
-  a.state = "aborted";
+  a.state = round_state::aborted;
   a.reason = "node3 died";
   a.age_ms = 5;
   s.barriers.push_back(a);
@@ -1083,7 +1083,7 @@ TEST(Replies, StatusSeveralBarriers) {
   u.scope = "x";
   u.name = "e4";
   u.gen = 2;
-  u.state = "open";
+  u.state = round_state::open;
   u.arrived = 1;
   u.v = verdict::stop;
   u.members = {{std::nullopt, "h", 1, false, 0}};
@@ -1105,10 +1105,10 @@ TEST(Replies, StatusSeveralBarriers) {
   auto back = round_trip<status_reply>(s);
   ASSERT_EQ(back.barriers.size(), 4u);
   EXPECT_EQ(back.barriers[0].members.size(), 2u);
-  EXPECT_EQ(back.barriers[1].state, "gathered");
+  EXPECT_EQ(back.barriers[1].state, round_state::gathered);
   EXPECT_EQ(back.barriers[1].missing, "");
   EXPECT_TRUE(back.barriers[1].members.empty());
-  EXPECT_EQ(back.barriers[2].state, "aborted");
+  EXPECT_EQ(back.barriers[2].state, round_state::aborted);
   EXPECT_EQ(back.barriers[2].reason, "node3 died");
   EXPECT_FALSE(back.barriers[2].n);
   EXPECT_FALSE(back.barriers[2].missing);
@@ -1121,8 +1121,8 @@ TEST(Replies, StatusSeveralBarriers) {
 TEST(Replies, StatusWithGoneMembers) {
   status_reply s;
   barrier_info b = sample_barrier();
-  b.gone = {{4u, "node2", 77, "disconnected", 5000}, {std::nullopt, "node3", 78, "unresponsive", 1},
-            {1u, "node4", 79, "left", 0}};
+  b.gone = {{4u, "node2", 77, departure::disconnected, 5000}, {std::nullopt, "node3", 78, departure::unresponsive, 1},
+            {1u, "node4", 79, departure::left, 0}};
   s.barriers.push_back(b);
   std::string bytes = format_reply(s);
   EXPECT_CONTAINS(bytes,
@@ -1134,10 +1134,41 @@ TEST(Replies, StatusWithGoneMembers) {
   auto back = round_trip<status_reply>(s);
   ASSERT_EQ(back.barriers.at(0).gone.size(), 3u);
   EXPECT_EQ(back.barriers[0].gone[0].rank, 4u);
-  EXPECT_EQ(back.barriers[0].gone[0].how, "disconnected");
+  EXPECT_EQ(back.barriers[0].gone[0].how, departure::disconnected);
   EXPECT_EQ(back.barriers[0].gone[0].ago_ms, 5000);
   EXPECT_FALSE(back.barriers[0].gone[1].rank);
   EXPECT_EQ(back.barriers[0].gone[2].host, "node4");
+}
+
+TEST(Replies, RoundStatesAndDeparturesAreTheirWireWords) {
+  for (auto st : {round_state::open, round_state::gathered, round_state::aborted})
+    EXPECT_EQ(parse_round_state(to_string(st)), st);
+  EXPECT_EQ(to_string(round_state::gathered), "gathered");
+  EXPECT_FALSE(parse_round_state("closed"));
+  EXPECT_FALSE(parse_round_state(""));
+  for (auto d : {departure::left, departure::disconnected, departure::unresponsive})
+    EXPECT_EQ(parse_departure(to_string(d)), d);
+  EXPECT_EQ(to_string(departure::unresponsive), "unresponsive");
+  EXPECT_FALSE(parse_departure("vanished"));
+  EXPECT_FALSE(parse_departure(""));
+}
+
+TEST(Replies, StatusWithAnUnknownStateOrHowIsMalformed) {
+  for (std::string_view bad :
+       {"BARRIER scope=default name=e gen=1 state=closed n=- arrived=0 chief=0 verdict=none age_ms=0",
+        "BARRIER scope=default name=e gen=1 n=- arrived=0 chief=0 verdict=none age_ms=0"}) {
+    reply_reader rd;
+    std::string error;
+    EXPECT_FALSE(rd.feed(bad, error));
+    EXPECT_EQ(error, "BARRIER without a valid state") << bad;
+  }
+  reply_reader rd;
+  std::string error;
+  EXPECT_FALSE(
+      rd.feed("BARRIER scope=default name=e gen=1 state=open n=- arrived=0 chief=0 verdict=none age_ms=0", error));
+  EXPECT_EQ(error, "");
+  EXPECT_FALSE(rd.feed("GONE rank=4 host=node2 pid=77 how=vanished ago_ms=5000", error));
+  EXPECT_EQ(error, "GONE without a valid how");
 }
 
 TEST(Replies, StatusMemberLinesAreCapped) {
@@ -1590,7 +1621,7 @@ TEST(DocExamples, ReplyFormsHaveTheKeysOfTheCode) {
   status_reply g;
   barrier_info gb = sample_barrier();
   gb.members.clear();
-  gb.gone = {{4u, "node2", 77, "disconnected", 5000}};
+  gb.gone = {{4u, "node2", 77, departure::disconnected, 5000}};
   g.barriers.push_back(gb);
   EXPECT_CONTAINS(format_reply(g), "\nGONE rank=4 host=node2 pid=77 how=disconnected ago_ms=5000\n");
 }
