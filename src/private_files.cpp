@@ -225,4 +225,14 @@ std::string log_file_name(std::string_view node, std::string_view job) {
   return fmt::format("serve-{}-{}.log", n, clean(job));
 }
 
+std::optional<fd> open_host_log(std::string_view node, std::string_view job, std::string& path, std::string& error) {
+  auto dir = private_dir_path(error);
+  if (!dir) return std::nullopt;
+  std::string name = log_file_name(node, job);
+  path = join(*dir, name);
+  auto d = open_dir(*dir, true, true, error);
+  if (!d) return std::nullopt;
+  return open_in(d->get(), name, O_WRONLY | O_CREAT | O_APPEND, 0600, *dir, error);
+}
+
 }  // namespace tfb::files

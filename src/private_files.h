@@ -75,4 +75,9 @@ std::optional<std::string> private_dir_path(std::string& error);
 /// digits, '.', '_' and '-' become '_'.
 std::string log_file_name(std::string_view node, std::string_view job);
 
+/// Opens (creates, appends to) the host's log in the user's private
+/// directory: PRIVATE_DIR/serve-NODE[-JOB].log. Sets path to the file's path
+/// (for messages) either way.
+std::optional<fd> open_host_log(std::string_view node, std::string_view job, std::string& path, std::string& error);
+
 }  // namespace tfb::files

@@ -189,3 +189,20 @@ TEST(LogFileName, NamesNodeAndJobAndKeepsToSafeCharacters) {
   EXPECT_EQ(log_file_name("../x", "a/b"), "serve-.._x-a_b.log");
   EXPECT_EQ(log_file_name("", ""), "serve-localhost.log");
 }
+
+TEST_F(PrivateFiles, TheHostLogGoesToAPrivateDirectoryAndRefusesAPlantedSymlink) {
+  Env home("HOME", root_.c_str());
+  Env x("XDG_RUNTIME_DIR", nullptr);
+  std::string p, e;
+  auto f = open_host_log("node1", "77", p, e);
+  ASSERT_TRUE(f) << e;
+  EXPECT_EQ(p, path(".tfbarrier/serve-node1-77.log"));
+  EXPECT_EQ(mode_of(path(".tfbarrier")) & 07777, 0700u);
+  EXPECT_EQ(mode_of(p) & 07777, 0600u);
+  ASSERT_EQ(::symlink(path("victim").c_str(), path(".tfbarrier/serve-node2.log").c_str()), 0);
+  EXPECT_FALSE(open_host_log("node2", "", p, e));
+  EXPECT_NE(e.find("symbolic link"), std::string::npos) << e;
+  ASSERT_EQ(::chmod(path(".tfbarrier").c_str(), 0755), 0);
+  EXPECT_FALSE(open_host_log("node1", "77", p, e));
+  EXPECT_NE(e.find("chmod 700"), std::string::npos) << e;
+}
