@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fmt/format.h>
 
+#include "private_files.h"
 #include "sha256.h"
 
 namespace tfb::auth {
@@ -95,21 +96,37 @@ bool unseal(std::string& line, std::string_view key, direction d, std::uint64_t 
 
 std::string default_secret_path() {
   if (const char* f = std::getenv("TFBARRIER_SECRET_FILE"); f && *f) return f;
-  const char* home = std::getenv("HOME");
-  return fmt::format("{}/.tfbarrier/secret", home && *home ? home : "/tmp");
+  // $HOME, else the password database's home: never a shared directory such
+  // as /tmp, where another user could plant the file first.
+  std::string ignored;
+  auto home = files::home_dir(ignored);
+  return fmt::format("{}/.tfbarrier/secret", home.value_or("~"));
 }
 
 std::optional<std::string> load_secret(const std::string& path, std::string& error) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
-    error = fmt::format("cannot read the secret file {}: {}; create one with `tfbarrier secret --file {}`", path,
-                        std::strerror(errno), path);
+    if (errno == ELOOP)
+      error = fmt::format("the secret file {} is a symbolic link; tfbarrier does not follow one there: point "
+                          "--secret-file (or TFBARRIER_SECRET_FILE) at the file itself",
+                          path);
+    else
+      error = fmt::format("cannot read the secret file {}: {}; create one with `tfbarrier secret --file {}`", path,
+                          std::strerror(errno), path);
     return std::nullopt;
   }
   struct stat st{};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     error = fmt::format("the secret file {} is not a regular file", path);
+    return std::nullopt;
+  }
+  // Ours alone: root would otherwise take any user's 0600 file as its secret.
+  if (st.st_uid != ::geteuid()) {
+    ::close(fd);
+    error = fmt::format("the secret file {} belongs to uid {}, not to you (uid {}); use a secret file of your own "
+                        "(`tfbarrier secret --file PATH`)",
+                        path, st.st_uid, ::geteuid());
     return std::nullopt;
   }
   if ((st.st_mode & 077) != 0) {
@@ -144,26 +161,25 @@ std::string fresh_secret() {
 
 bool write_secret(const std::string& path, const std::string& text, bool force, std::string& error) {
   auto slash = path.rfind('/');
-  if (slash != std::string::npos && slash > 0) {
-    std::string dir = path.substr(0, slash);
-    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-      error = fmt::format("cannot create {}: {}", dir, std::strerror(errno));
-      return false;
-    }
-  }
-  int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (force ? O_TRUNC : O_EXCL);
-  int fd = ::open(path.c_str(), flags, 0600);
-  if (fd < 0) {
+  std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  // The directory is made 0700 and must be ours, writable by nobody else;
+  // the file is made through it without following a symlink.
+  auto d = files::open_dir(dir, true, false, error);
+  if (!d) return false;
+  std::string bytes = text + "\n";
+  if (force) return files::replace_in(d->get(), name, bytes, dir, error);
+  int f = ::openat(d->get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (f < 0) {
     error = errno == EEXIST ? fmt::format("{} exists already; pass --force to replace it (every node must then get "
                                           "the new one)",
                                           path)
                             : fmt::format("cannot write {}: {}", path, std::strerror(errno));
     return false;
   }
-  ::fchmod(fd, 0600);
-  std::string s = text + "\n";
-  bool ok = ::write(fd, s.data(), s.size()) == static_cast<ssize_t>(s.size()) && ::fsync(fd) == 0;
-  ::close(fd);
+  ::fchmod(f, 0600);  // a default ACL can widen the mode open was given
+  bool ok = ::write(f, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()) && ::fsync(f) == 0;
+  ::close(f);
   if (!ok) error = fmt::format("cannot write {}: {}", path, std::strerror(errno));
   return ok;
 }

@@ -35,7 +35,8 @@ std::string seal(std::string_view line, std::string_view key, direction d, std::
 /// Checks and removes the MAC; false when missing or wrong.
 bool unseal(std::string& line, std::string_view key, direction d, std::uint64_t seq);
 
-/// The default secret file: $TFBARRIER_SECRET_FILE, else $HOME/.tfbarrier/secret.
+/// The default secret file: $TFBARRIER_SECRET_FILE, else ~/.tfbarrier/secret ($HOME, else the
+/// password database's home; never /tmp).
 std::string default_secret_path();
 /// Reads a secret file. Refuses one that others can read. nullopt + error (a sentence).
 std::optional<std::string> load_secret(const std::string& path, std::string& error);

@@ -70,6 +70,37 @@ barrier_set::barrier& barrier_set::get(const std::string& scope, const std::stri
   return b;
 }
 
+bool barrier_set::make_room(conn_id c, const std::string& scope, const std::string& name, millis now,
+                            output& out) {
+  if (max_barriers_ == 0 || barriers_.size() < max_barriers_ || barriers_.count(key{scope, name}) != 0) return true;
+  auto victim = barriers_.end();
+  for (auto it = barriers_.begin(); it != barriers_.end(); ++it) {
+    const barrier& b = it->second;
+    if (busy(b) || now - b.last_activity <= keep_recent_) continue;
+    if (victim == barriers_.end()) {
+      victim = it;
+      continue;
+    }
+    const barrier& v = victim->second;
+    // Finished rounds go before aborts (an abort is what a late participant must still hear).
+    if (b.aborted != v.aborted ? !b.aborted : b.last_activity < v.last_activity) victim = it;
+  }
+  if (victim == barriers_.end()) {
+    out.sends.push_back({c, proto::error_reply{proto::error_kind::busy,
+                                               fmt::format("the host holds {} barriers, its limit (serve "
+                                                           "--max-barriers), and each was active within the last {} "
+                                                           "s; try again later, or raise the limit",
+                                                           barriers_.size(), keep_recent_ / 1000)}});
+    out.log.push_back(fmt::format("refused a new barrier {}/{}: {} barriers, the limit", scope, name,
+                                  barriers_.size()));
+    return false;
+  }
+  out.log.push_back(fmt::format("forgot barrier {}/{} to make room (--max-barriers {})", victim->second.scope,
+                                victim->second.name, max_barriers_));
+  barriers_.erase(victim);
+  return true;
+}
+
 barrier_set::round* barrier_set::find_round(barrier& b, std::uint64_t gen) {
   if (b.open.gen == gen) return &b.open;
   auto it = b.gathered.find(gen);
@@ -199,6 +230,7 @@ void barrier_set::add_member(barrier& b, conn_id c, member m, millis now) {
 }
 
 void barrier_set::arrive(conn_id c, const proto::arrive& a, const peer_info& p, millis now, output& out) {
+  if (!make_room(c, a.scope, a.name, now, out)) return;
   barrier& b = get(a.scope, a.name, now);
   round& r = b.open;
   if (b.aborted) {
@@ -344,6 +376,7 @@ void barrier_set::decide(conn_id c, const proto::decide& d, const peer_info& p, 
     bp = pick.front();
     bp->last_activity = now;
   } else {
+    if (!make_room(c, d.scope, d.name, now, out)) return;
     bp = &get(d.scope, d.name, now);
   }
   barrier& b = *bp;
@@ -427,6 +460,7 @@ void barrier_set::decide(conn_id c, const proto::decide& d, const peer_info& p, 
 }
 
 void barrier_set::abort(conn_id c, const proto::abort_req& a, millis now, output& out) {
+  if (!make_room(c, a.scope, a.name, now, out)) return;
   barrier& b = get(a.scope, a.name, now);
   std::uint32_t notified = 0;
   auto notify = [&](round& r) {
@@ -688,10 +722,7 @@ std::vector<journal_entry> barrier_set::snapshot() const {
 std::size_t barrier_set::prune(millis now, millis max_idle) {
   std::size_t removed = 0;
   for (auto it = barriers_.begin(); it != barriers_.end();) {
-    const barrier& b = it->second;
-    // A decider may wait on an open round that has no members left (its chief withdrew).
-    bool busy = !b.open.members.empty() || !b.open.deciders.empty() || !b.gathered.empty();
-    if (!busy && now - b.last_activity > max_idle) {
+    if (!busy(it->second) && now - it->second.last_activity > max_idle) {
       it = barriers_.erase(it);
       ++removed;
     } else {

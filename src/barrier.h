@@ -85,6 +85,15 @@ class barrier_set {
   /// Forgets barriers with nobody waiting whose last activity is older than max_idle.
   std::size_t prune(millis now, millis max_idle);
   std::size_t barrier_count() const { return barriers_.size(); }
+  /// At most max barriers (0: no limit). A request for a new one past it first
+  /// forgets one that nobody waits on and that was idle longer than
+  /// keep_recent (finished rounds before aborts, the longest idle first), so
+  /// that a participant reconnecting within keep_recent never meets a fresh
+  /// round 1; when there is none, the request gets ERR BUSY.
+  void limit(std::size_t max, millis keep_recent) {
+    max_barriers_ = max;
+    keep_recent_ = keep_recent;
+  }
 
  private:
   struct member {
@@ -148,6 +157,12 @@ class barrier_set {
   };
 
   barrier& get(const std::string& scope, const std::string& name, millis now);
+  /// False (after replying ERR BUSY to c) when a new barrier would pass the limit and none can go.
+  bool make_room(conn_id c, const std::string& scope, const std::string& name, millis now, output& out);
+  static bool busy(const barrier& b) {
+    // A decider may wait on an open round that has no members left (its chief withdrew).
+    return !b.open.members.empty() || !b.open.deciders.empty() || !b.gathered.empty();
+  }
   round* find_round(barrier& b, std::uint64_t gen);
   static void first_arrival(round& r, millis now);
   void complete(barrier& b, millis now, output& out);
@@ -170,6 +185,8 @@ class barrier_set {
   std::map<key, barrier> barriers_;
   std::unordered_map<conn_id, location> where_;
   conn_id next_restored_ = 0;
+  std::size_t max_barriers_ = 0;
+  millis keep_recent_ = 0;
 };
 
 }  // namespace tfb

@@ -66,6 +66,28 @@ std::string to_journal_line(const journal_entry& e) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
+namespace {
+
+// Round numbers stay far below 2^64, so that the next round's number cannot
+// wrap to 0; 2^53 also keeps them exact for every JSON reader.
+constexpr std::uint64_t max_gen = std::uint64_t{1} << 53;
+
+std::string check_fields(const journal_entry& e) {
+  if (e.gen >= max_gen) return fmt::format("round {} is past the largest a host reaches ({})", e.gen, max_gen - 1);
+  if (std::string why = proto::text_problem(e.message); !why.empty()) return "the message or reason " + why;
+  if (!e.id.empty() && !proto::valid_id(e.id)) return "a bad participant id";
+  if (e.host.size() > proto::max_value || !proto::valid_text(e.host)) return "a bad host name";
+  if (e.n && (*e.n < 1 || *e.n > proto::max_n)) return fmt::format("n={} is out of range (1 to {})", *e.n, proto::max_n);
+  if (e.rank && *e.rank >= (e.n ? *e.n : proto::max_n))
+    return fmt::format("rank {} is out of range for n={}", *e.rank, e.n ? *e.n : proto::max_n);
+  if (e.ids.size() > proto::max_n) return "more participants than a round can hold";
+  for (const auto& id : e.ids)
+    if (!proto::valid_id(id)) return "a bad participant id";
+  return {};
+}
+
+}  // namespace
+
 std::optional<journal_entry> from_journal_line(std::string_view line, std::string& error) {
   json j = json::parse(line, nullptr, false);
   if (j.is_discarded() || !j.is_object()) {
@@ -124,6 +146,12 @@ std::optional<journal_entry> from_journal_line(std::string_view line, std::strin
     }
     if (e.what == journal_entry::kind::verdict && e.v == proto::verdict::none) {
       error = "a verdict entry without a verdict";
+      return std::nullopt;
+    }
+    // The wire's checks, for what a host restores: a record that no host
+    // could have written is refused, not restored.
+    if (std::string why = check_fields(e); !why.empty()) {
+      error = why;
       return std::nullopt;
     }
     return e;

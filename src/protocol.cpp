@@ -211,6 +211,13 @@ std::optional<line> parse_line(std::string_view raw, std::string& error) {
       error = fmt::format("bad value for {}: 1-{} printable bytes without spaces or '='", key, max_value);
       return std::nullopt;
     }
+    // A key given twice would let two readers of one line disagree on which
+    // value counts (ARRIVE name=a name=b): refused.
+    for (const auto& f : l.fields)
+      if (f.first == key) {
+        error = fmt::format("the key {} is given twice", ascii(key.substr(0, 64)));
+        return std::nullopt;
+      }
     l.fields.emplace_back(std::string(key), std::string(value));
     i = end;
   }

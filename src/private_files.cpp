@@ -1,0 +1,238 @@
+#include "private_files.h"
+
+#include <fcntl.h>
+#include <pwd.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+#include <vector>
+
+namespace tfb::files {
+
+fd& fd::operator=(fd&& o) noexcept {
+  if (this != &o) {
+    if (f_ >= 0) ::close(f_);
+    f_ = o.release();
+  }
+  return *this;
+}
+
+fd::~fd() {
+  if (f_ >= 0) ::close(f_);
+}
+
+namespace {
+
+std::string join(std::string_view dir, std::string_view name) {
+  if (dir.empty()) return std::string(name);
+  if (dir.back() == '/') return fmt::format("{}{}", dir, name);
+  return fmt::format("{}/{}", dir, name);
+}
+
+/// mkdir -p with mode 0700 for every directory it makes.
+bool make_dirs(const std::string& path, std::string& error) {
+  if (::mkdir(path.c_str(), 0700) == 0 || errno == EEXIST) return true;
+  if (errno == ENOENT) {
+    auto slash = path.find_last_of('/');
+    if (slash != std::string::npos && slash > 0) {
+      if (!make_dirs(path.substr(0, slash), error)) return false;
+      if (::mkdir(path.c_str(), 0700) == 0 || errno == EEXIST) return true;
+    }
+  }
+  error = fmt::format("cannot create the directory {}: {}", path, std::strerror(errno));
+  return false;
+}
+
+/// The checks every file and directory of ours must pass: ours, and nobody
+/// else may change it.
+bool check_owner(const struct stat& st, const std::string& shown, const char* what, std::string& error) {
+  uid_t me = ::geteuid();
+  if (st.st_uid != me) {
+    error = fmt::format("{} {} belongs to uid {}, not to you (uid {}): another user could have made it to plant "
+                        "or read files there; remove it, or use a {} of your own",
+                        what, shown, st.st_uid, me, what);
+    return false;
+  }
+  if ((st.st_mode & 022) != 0) {
+    error = fmt::format("{} {} can be changed by others (mode {:04o}); run `chmod go-w {}`", what, shown,
+                        st.st_mode & 07777, shown);
+    return false;
+  }
+  return true;
+}
+
+std::string random_suffix() {
+  unsigned char b[8];
+  std::size_t got = 0;
+  while (got < sizeof b) {
+    ssize_t n = ::getrandom(b + got, sizeof b - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      std::abort();  // no CSPRNG: nothing here can be made safely
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  std::string s;
+  for (unsigned char c : b) s += fmt::format("{:02x}", c);
+  return s;
+}
+
+bool write_all(int f, std::string_view bytes) {
+  while (!bytes.empty()) {
+    ssize_t n = ::write(f, bytes.data(), bytes.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    bytes.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<fd> open_dir(const std::string& path, bool create, bool private_only, std::string& error) {
+  bool made = false;
+  if (create) {
+    if (::mkdir(path.c_str(), 0700) == 0) {
+      made = true;
+    } else if (errno == ENOENT) {
+      if (!make_dirs(path, error)) return std::nullopt;
+      made = true;
+    } else if (errno != EEXIST) {
+      error = fmt::format("cannot create the directory {}: {}", path, std::strerror(errno));
+      return std::nullopt;
+    }
+  }
+  fd d(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!d) {
+    if (errno == ELOOP || errno == ENOTDIR) {
+      struct stat st{};
+      if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+        error = fmt::format("the directory {} is a symbolic link; tfbarrier does not follow links there: remove "
+                            "it, or name the real directory",
+                            path);
+      else
+        error = fmt::format("{} is not a directory", path);
+    } else {
+      error = fmt::format("cannot open the directory {}: {}", path, std::strerror(errno));
+    }
+    return std::nullopt;
+  }
+  // A default ACL can widen the mode mkdir was given.
+  if (made) ::fchmod(d.get(), 0700);
+  struct stat st{};
+  if (::fstat(d.get(), &st) != 0) {
+    error = fmt::format("cannot examine the directory {}: {}", path, std::strerror(errno));
+    return std::nullopt;
+  }
+  if (!check_owner(st, path, "the directory", error)) return std::nullopt;
+  if (private_only && (st.st_mode & 077) != 0) {
+    error = fmt::format("the directory {} can be entered by others (mode {:04o}); run `chmod 700 {}`", path,
+                        st.st_mode & 07777, path);
+    return std::nullopt;
+  }
+  return d;
+}
+
+std::optional<fd> open_in(int dir, std::string_view name, int flags, mode_t mode, const std::string& shown_dir,
+                          std::string& error) {
+  std::string n(name);
+  std::string shown = join(shown_dir, name);
+  fd f(::openat(dir, n.c_str(), flags | O_NOFOLLOW | O_CLOEXEC, mode));
+  if (!f) {
+    if (errno == ELOOP)
+      error = fmt::format("{} is a symbolic link; tfbarrier does not follow links there: remove it", shown);
+    else
+      error = fmt::format("cannot open {}: {}", shown, std::strerror(errno));
+    return std::nullopt;
+  }
+  struct stat st{};
+  if (::fstat(f.get(), &st) != 0) {
+    error = fmt::format("cannot examine {}: {}", shown, std::strerror(errno));
+    return std::nullopt;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    error = fmt::format("{} is not a regular file", shown);
+    return std::nullopt;
+  }
+  // What we may write we also narrow to its mode: a default ACL, or our own
+  // file from an older version, can be wider.
+  if (st.st_uid == ::geteuid() && (flags & O_CREAT) != 0 && (st.st_mode & 07777) != mode &&
+      ::fchmod(f.get(), mode) == 0)
+    st.st_mode = (st.st_mode & ~static_cast<mode_t>(07777)) | mode;
+  if (!check_owner(st, shown, "the file", error)) return std::nullopt;
+  return f;
+}
+
+bool replace_in(int dir, std::string_view name, std::string_view bytes, const std::string& shown_dir,
+                std::string& error) {
+  std::string tmp = fmt::format(".{}.{}.tmp", name, random_suffix());
+  auto f = open_in(dir, tmp, O_WRONLY | O_CREAT | O_EXCL, 0600, shown_dir, error);
+  if (!f) return false;
+  std::string target(name);
+  if (!write_all(f->get(), bytes) || ::fsync(f->get()) != 0 || ::renameat(dir, tmp.c_str(), dir, target.c_str()) != 0) {
+    error = fmt::format("cannot write {}: {}", join(shown_dir, name), std::strerror(errno));
+    ::unlinkat(dir, tmp.c_str(), 0);
+    return false;
+  }
+  ::fsync(dir);
+  return true;
+}
+
+std::optional<std::string> home_dir(std::string& error) {
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h);
+  long size = ::sysconf(_SC_GETPW_R_SIZE_MAX);
+  std::vector<char> buf(size > 0 ? static_cast<std::size_t>(size) : 16384);
+  struct passwd pw{};
+  struct passwd* found = nullptr;
+  if (::getpwuid_r(::geteuid(), &pw, buf.data(), buf.size(), &found) == 0 && found && found->pw_dir &&
+      *found->pw_dir)
+    return std::string(found->pw_dir);
+  error = fmt::format("HOME is not set and uid {} has no home directory in the password database; set HOME",
+                      ::geteuid());
+  return std::nullopt;
+}
+
+std::optional<std::string> private_dir_path(std::string& error) {
+  if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x && *x == '/') {
+    struct stat st{};
+    if (::stat(x, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid() && (st.st_mode & 0777) == 0700)
+      return join(x, "tfbarrier");
+  }
+  auto home = home_dir(error);
+  if (!home) return std::nullopt;
+  return join(*home, ".tfbarrier");
+}
+
+std::string log_file_name(std::string_view node, std::string_view job) {
+  auto clean = [](std::string_view s) {
+    std::string out;
+    for (char c : s) {
+      bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                c == '_' || c == '-';
+      out += ok ? c : '_';
+    }
+    return out;
+  };
+  std::string n = clean(node.empty() ? std::string_view("localhost") : node);
+  if (job.empty()) return fmt::format("serve-{}.log", n);
+  return fmt::format("serve-{}-{}.log", n, clean(job));
+}
+
+std::optional<fd> open_host_log(std::string_view node, std::string_view job, std::string& path, std::string& error) {
+  auto dir = private_dir_path(error);
+  if (!dir) return std::nullopt;
+  std::string name = log_file_name(node, job);
+  path = join(*dir, name);
+  auto d = open_dir(*dir, true, true, error);
+  if (!d) return std::nullopt;
+  return open_in(d->get(), name, O_WRONLY | O_CREAT | O_APPEND, 0600, *dir, error);
+}
+
+}  // namespace tfb::files

@@ -1,0 +1,60 @@
+#!/usr/bin/env bats
+# Issue #19: what another local user (uid tfbtest, made by `scripts/deps test`)
+# could plant or forge, and what tfbarrier does about it. Each test fails on
+# the code before its fix.
+load helpers
+
+setup() {
+  setup_common
+  cd "$BATS_TEST_TMPDIR" || return
+  id tfbtest >/dev/null 2>&1 || skip "no user tfbtest: run scripts/deps test"
+}
+teardown() {
+  teardown_common
+}
+
+@test "secret --force replaces a planted symlink instead of writing through it" {
+  mkdir -m 700 d
+  echo precious >victim
+  ln -s "$PWD/victim" d/secret
+  run -0 "$TFB" secret --file d/secret --force
+  [ "$(cat victim)" = precious ]
+  [ -f d/secret ] && [ ! -L d/secret ]
+  run stat -c %a d/secret
+  assert_output 600
+}
+
+@test "a secret file that is a symlink is refused by name" {
+  mkdir -m 700 d
+  "$TFB" secret --file d/real >/dev/null
+  ln -s "$PWD/d/real" d/link
+  run -77 "$TFB" status --secret-file d/link --addr 127.0.0.1:1 --connect-timeout 1s
+  assert_output --partial "is a symbolic link"
+}
+
+@test "root does not take another user's 0600 file as its secret" {
+  mkdir -m 755 theirs
+  "$TFB" secret --file theirs/secret >/dev/null
+  chown tfbtest theirs/secret
+  run -77 "$TFB" status --secret-file theirs/secret --addr 127.0.0.1:1 --connect-timeout 1s
+  assert_output --partial "belongs to uid $(id -u tfbtest), not to you"
+}
+
+@test "secret with HOME unset goes to the password database's home, never /tmp" {
+  local home
+  home=$(getent passwd tfbtest | cut -d: -f6)
+  [ "$home" != /tmp ]
+  run env -u HOME -u TFBARRIER_SECRET_FILE runuser -u tfbtest -- "$TFB" secret
+  refute_output --partial "/tmp/.tfbarrier"
+  assert_output --partial "cannot create the directory $home"
+}
+
+@test "a request that gives a key twice is refused with BADREQUEST" {
+  start_host
+  run -0 /usr/bin/python3 "$BATS_TEST_DIRNAME/../faults/wire.py" "$TFBARRIER_ADDR" --hold 2 \
+    'HELLO v=1 host=n1 pid=1' 'ARRIVE name=a scope=default id=x n=2 n=1 rank=0'
+  assert_output --partial "ERR BADREQUEST"
+  assert_output --partial "the key n is given twice"
+  run -0 "$TFB" status --name a
+  assert_output --partial "no barrier"
+}
