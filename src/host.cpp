@@ -375,9 +375,10 @@ void session::on_readable(asio::error_code ec) {
   server::write_batch batch(srv_);  // this input's replies, to everyone, go out at its end
   conn_.take(std::string_view(buf, n));
   while (!stopped_ && !close_after_flush_) {
-    // The line lives until its step is done: the barriers' allocations for
-    // it then do not fill its place in the heap, which the next line's takes
-    // again (measured: a few dozen bytes less per waiting participant).
+    // The line lives until its step is done, as its request's input does
+    // (dispatch): what the barriers keep for a participant is then not put
+    // in the places of these short-lived strings, which the next line's take
+    // again. A waiting participant's memory is what docs/performance.md counts.
     auto l = conn_.line();
     if (!l) {
       if (auto s = conn_.overflow()) follow(*s);
@@ -413,9 +414,7 @@ void session::follow(host_step& s) {
 void session::dispatch(proto::request& req) {
   output out;
   millis now = srv_.now();
-  // The input lives until its replies are sent: its strings' places in the
-  // heap are then not taken by the replies (measured: fewer bytes per
-  // waiting participant).
+  // The input lives until its replies are sent (see on_readable).
   std::optional<door_input> in;
   std::visit(
       [&](auto& m) {

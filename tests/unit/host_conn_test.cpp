@@ -311,6 +311,18 @@ TEST_F(host_conn_test, RefusalsAfterTheHandshakeAreSealedToo) {
   EXPECT_CONTAINS(l, "HELLO was already sent");
 }
 
+TEST_F(host_conn_test, AnOverLongLineOnASealedConnectionGetsASealedRefusal) {
+  std::string key = hmac_handshake("s3cret");
+  conn.take(std::string(proto::max_line + 1, 'x'));
+  EXPECT_FALSE(conn.line().has_value());
+  auto s = conn.overflow();
+  ASSERT_TRUE(s);
+  EXPECT_TRUE(s->close);
+  std::string l = s->bytes.substr(0, s->bytes.size() - 1);
+  ASSERT_TRUE(auth::unseal(l, key, auth::direction::to_client, 0)) << s->bytes;
+  EXPECT_CONTAINS(l, "ERR TOOLONG");
+}
+
 TEST_F(host_conn_test, AWrongSecretIsRefused) {
   hmac_handshake("not the secret");
   expect_closed_with(last, proto::error_kind::auth, "wrong proof: the participant's secret differs from the host's");
