@@ -78,7 +78,7 @@ class engine {
     return result_.value_or(outcome{exit_code::protocol, "", "internal error: the call ended without an outcome"});
   }
 
-  void write(std::string bytes) { write_sealed(conn_ ? conn_->seal(bytes) : std::move(bytes)); }
+  void write(std::string bytes) { write_sealed(conn_ ? conn_->seal(std::move(bytes)) : std::move(bytes)); }
   void finish(outcome o) {
     if (result_) return;
     // Once interrupted, the call ends as interrupted whatever ends it (LEFT,
@@ -341,7 +341,7 @@ class engine {
         while (!done()) {
           auto l = splitter.next();
           if (!l) break;
-          auto out = conn_->feed(*l);
+          auto out = conn_->feed(std::move(*l));
           if (act(out, end)) co_return end;
         }
         if (splitter.overflow()) {

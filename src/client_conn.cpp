@@ -26,19 +26,19 @@ client_conn::client_conn(const conn_config& cfg, client_env& env, std::string re
 
 std::string client_conn::start(std::string nonce) {
   nonce_ = std::move(nonce);
-  proto::hello h{static_cast<std::uint32_t>(protocol_version), cfg_.client_host, cfg_.pid,
+  proto::hello h{static_cast<std::uint32_t>(protocol_version), std::string(cfg_.client_host), cfg_.pid,
                  static_cast<std::uint32_t>(cfg_.keepalive.count()), nonce_};
   return proto::format_request(h) + (cfg_.pipeline ? request_ : std::string());
 }
 
-std::string client_conn::seal(std::string_view bytes) {
-  if (key_.empty()) return std::string(bytes);
+std::string client_conn::seal(std::string bytes) {
+  if (key_.empty()) return bytes;
   std::string sealed;
   std::size_t pos = 0;
   while (pos < bytes.size()) {
     std::size_t nl = bytes.find('\n', pos);
-    if (nl == std::string_view::npos) nl = bytes.size();
-    sealed += auth::seal(bytes.substr(pos, nl - pos), key_, auth::direction::to_host, out_seq_++);
+    if (nl == std::string::npos) nl = bytes.size();
+    sealed += auth::seal(std::string_view(bytes).substr(pos, nl - pos), key_, auth::direction::to_host, out_seq_++);
     sealed += '\n';
     pos = nl + 1;
   }
@@ -59,9 +59,8 @@ conn_output client_conn::fail(int code, std::string error) {
   return out;
 }
 
-conn_output client_conn::feed(std::string_view raw) {
+conn_output client_conn::feed(std::string l) {
   if (over_) return {};
-  std::string l(raw);
   if (!key_.empty() && !auth::unseal(l, key_, auth::direction::to_client, in_seq_++))
     return fail(exit_code::auth, fmt::format("a reply from the host at {} failed its authentication check (altered on "
                                              "the way, or not from the host)",

@@ -35,8 +35,9 @@ class client_env {
 };
 
 struct conn_config {
-  std::string addr;         ///< HOST:PORT, for messages
-  std::string client_host;  ///< this machine, for the host's logs
+  // The strings are the caller's, and must outlive the connection.
+  std::string_view addr;         ///< HOST:PORT, for messages
+  std::string_view client_host;  ///< this machine, for the host's logs
   std::uint32_t pid = 0;
   duration keepalive{0};    ///< PING this often (0: the call does not PING)
   const std::string* secret = nullptr;  ///< the shared secret, if any
@@ -75,9 +76,9 @@ class client_conn {
   /// HELLO with the client's nonce, and the request when pipelined.
   std::string start(std::string nonce);
   /// One line from the host, without its newline.
-  conn_output feed(std::string_view line);
+  conn_output feed(std::string line);
   /// Later request lines (LEAVE, STATUS, PING), sealed once the handshake set a key.
-  std::string seal(std::string_view lines);
+  std::string seal(std::string lines);
   /// The keep-alive rule: a PING to send, or nullopt when the host, silent
   /// for `silent`, is to be treated as lost (3 intervals and a half second).
   std::optional<std::string> keepalive(duration silent);
