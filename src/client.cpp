@@ -10,6 +10,7 @@
 #include <random>
 
 #include "auth.h"
+#include "client_conn.h"
 #include "exit_codes.h"
 #include "munge_auth.h"
 #include "host.h"
@@ -25,17 +26,28 @@ using asio::use_awaitable;
 using clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-int exit_for(proto::error_kind k) {
-  switch (k) {
-    case proto::error_kind::conflict: return exit_code::conflict;
-    case proto::error_kind::needn:
-    case proto::error_kind::ambiguous: return exit_code::usage;
-    case proto::error_kind::aborted: return exit_code::aborted;
-    case proto::error_kind::busy: return exit_code::unreachable;
-    case proto::error_kind::auth: return exit_code::auth;
-    default: return exit_code::protocol;
+/// The real randomness and MUNGE, for client::client_conn.
+class system_env final : public client::client_env {
+ public:
+  std::string nonce() override { return auth::make_nonce(); }
+  std::optional<munge_auth::decoded> munge_decode(std::string_view cred, std::string& error) override {
+    return munge_auth::decode(cred, error);
   }
-}
+  std::optional<std::string> munge_encode(std::string_view payload, uid_t uid, std::string& error) override {
+    return munge_auth::encode(payload, uid, error);
+  }
+  uid_t uid() override { return ::getuid(); }
+};
+
+/// How one connection ended, when the call is not over with it.
+struct conn_end {
+  enum class kind {
+    over,               ///< the call has its outcome
+    lost,               ///< the connection was lost: `why`
+    retry_with_secret,  ///< the host authenticates: connect again, the request after the handshake
+  } k = kind::over;
+  std::string why;
+};
 
 /// What a request does with each reply; returns an outcome when the call is over.
 using reply_handler = std::function<std::optional<outcome>(const proto::reply&)>;
@@ -66,11 +78,7 @@ class engine {
     return result_.value_or(outcome{exit_code::protocol, "", "internal error: the call ended without an outcome"});
   }
 
-  void write(std::string bytes) {
-    if (!session_key_.empty()) bytes = seal_lines(bytes);
-    out_.push_back(std::move(bytes));
-    if (!writing_) write_next();
-  }
+  void write(std::string bytes) { write_sealed(conn_ ? conn_->seal(std::move(bytes)) : std::move(bytes)); }
   void finish(outcome o) {
     if (result_) return;
     // Once interrupted, the call ends as interrupted whatever ends it (LEFT,
@@ -99,18 +107,10 @@ class engine {
   const char* interrupt_signal() const { return interrupt_signal_; }
 
  private:
-  std::string seal_lines(const std::string& bytes) {
-    std::string sealed;
-    std::size_t pos = 0;
-    while (pos < bytes.size()) {
-      std::size_t nl = bytes.find('\n', pos);
-      if (nl == std::string::npos) nl = bytes.size();
-      sealed += auth::seal(std::string_view(bytes).substr(pos, nl - pos), session_key_, auth::direction::to_host,
-                           out_seq_++);
-      sealed += '\n';
-      pos = nl + 1;
-    }
-    return sealed;
+  /// Queues bytes the connection has already sealed (or that need no seal).
+  void write_sealed(std::string bytes) {
+    out_.push_back(std::move(bytes));
+    if (!writing_) write_next();
   }
 
   void await_signal() {
@@ -229,37 +229,40 @@ class engine {
   void ping_loop() {
     keepalive_.expires_after(keepalive_every_);
     keepalive_.async_wait([this](asio::error_code ec) {
-      if (ec || done() || !connected_) return;
-      if (clock::now() - last_heard_ > 3 * keepalive_every_ + 500ms) {
+      if (ec || done() || !connected_ || !conn_) return;
+      auto silent = clock::now() - last_heard_;
+      auto ping = conn_->keepalive(std::chrono::ceil<duration>(silent));  // ceil: "more than" stays exact
+      if (!ping) {
         // The host stopped answering (frozen, or a dead link): treat as lost.
         silent_ = true;
-        silent_for_ = std::chrono::duration_cast<duration>(clock::now() - last_heard_);
+        silent_for_ = std::chrono::duration_cast<duration>(silent);
         asio::error_code ignored;
         socket_.close(ignored);
         return;
       }
-      write(proto::format_request(proto::ping{}));
+      write_sealed(std::move(*ping));
       ping_loop();
     });
   }
 
   awaitable<void> main(std::string request) {
-    request_ = request;
     for (;;) {
-      std::string lost = co_await session(request);
+      conn_end end = co_await session(request);
       if (done()) co_return;
       if (interrupting_) {  // the connection went with the withdrawal on its way: gone is gone
         finish(*interrupting_);
         co_return;
       }
-      if (!resumable_ && lost != retry_with_secret) {
-        finish(outcome{exit_code::unreachable, "", lost});
+      bool lost = end.k == conn_end::kind::lost;
+      if (!resumable_ && lost) {
+        finish(outcome{exit_code::unreachable, "", end.why});
         co_return;
       }
       // Reconnect with backoff and send the same request again: the host knows our id.
-      if (lost != retry_with_secret) lost_ = lost;
-      if (!o_.quiet_reconnect && lost != retry_with_secret)
-        tfb::print(stderr, "tfbarrier: {}; reconnecting\n", lost);
+      if (lost) {
+        lost_ = end.why;
+        if (!o_.quiet_reconnect) tfb::print(stderr, "tfbarrier: {}; reconnecting\n", end.why);
+      }
       socket_ = tcp::socket(io_);
       ++conn_gen_;
       out_.clear();
@@ -268,37 +271,68 @@ class engine {
     }
   }
 
-  /// One connection: returns why it was lost (or "" when the call finished).
-  awaitable<std::string> session(const std::string& request) {
-    if (!co_await connect()) co_return std::string();
+  /// One connection: how it ended (over when the call finished).
+  awaitable<conn_end> session(const std::string& request) {
+    if (!co_await connect()) co_return conn_end{};
     connected_ = true;
     greeted_ = false;
     silent_ = false;
     last_heard_ = clock::now();
-    session_key_.clear();
-    in_seq_ = out_seq_ = 0;
-    client_nonce_ = auth::make_nonce();
-    proto::hello h{static_cast<std::uint32_t>(protocol_version), o_.client_host, o_.pid,
-                   resumable_ ? static_cast<std::uint32_t>(keepalive_every_.count()) : 0u, client_nonce_};
     // Without a secret the request rides with HELLO; with one it waits for the host's proof.
     // Beyond loopback a host authenticates (MUNGE or a secret), so there is nothing to gain.
     std::string h_host, h_port;
     split_host_port(o_.addr, h_host, h_port);
     bool loopback = h_host.starts_with("127.") || h_host == "::1" || h_host == "localhost";
     pipelined_ = loopback && !o_.secret && !no_pipeline_;
-    write(proto::format_request(h) + (pipelined_ ? request : std::string()));
-    std::string lost = co_await read_replies();
+    client::conn_config cfg{o_.addr, o_.client_host, o_.pid, resumable_ ? keepalive_every_ : duration(0),
+                            o_.secret ? &*o_.secret : nullptr, pipelined_};
+    conn_.emplace(cfg, env_, request);
+    write_sealed(conn_->start(auth::make_nonce()));
+    conn_end end = co_await read_replies();
     connected_ = false;
     greeted_ = false;
     keepalive_.cancel();
-    co_return lost;
+    co_return end;
   }
 
-  awaitable<std::string> read_replies() {
+  /// Acts on what the connection made of one line; true when the connection is over.
+  bool act(client::conn_output& out, conn_end& end) {
+    if (!out.bytes.empty()) write_sealed(std::move(out.bytes));
+    switch (out.event) {
+      case client::conn_event::none: return false;
+      case client::conn_event::greeted:
+        greeted_ = true;
+        // Keep-alives start once the host has answered: before that the connect deadline rules.
+        if (resumable_) ping_loop();
+        return false;
+      case client::conn_event::reply:
+        if (!acknowledged_) {
+          // The host has answered the request: the connect budget is spent no more.
+          acknowledged_ = true;
+          deadline_.cancel();
+        }
+        if (auto o = handler_(*out.reply)) {
+          finish(std::move(*o));
+          return true;
+        }
+        return false;
+      case client::conn_event::failed: finish(outcome{out.exit_code, "", std::move(out.error)}); return true;
+      case client::conn_event::retry_with_secret:
+        no_pipeline_ = true;
+        if (out.wants_secret && !o_.secret && !o_.secret_path.empty()) {
+          std::string ignored;
+          o_.secret = auth::load_secret(o_.secret_path, ignored);
+        }
+        end.k = conn_end::kind::retry_with_secret;
+        return true;
+    }
+    return false;
+  }
+
+  awaitable<conn_end> read_replies() {
     char buf[4096];
     proto::line_splitter splitter;
-    proto::reply_reader reader;
-    bool greeted = false;
+    conn_end end;
     try {
       while (!done()) {
         std::size_t n = co_await socket_.async_read_some(asio::buffer(buf), use_awaitable);
@@ -307,163 +341,36 @@ class engine {
         while (!done()) {
           auto l = splitter.next();
           if (!l) break;
-          if (!session_key_.empty() && !auth::unseal(*l, session_key_, auth::direction::to_client, in_seq_++)) {
-            finish(outcome{exit_code::auth, "",
-                           fmt::format("a reply from the host at {} failed its authentication check (altered on "
-                                       "the way, or not from the host)",
-                                       o_.addr)});
-            co_return std::string();
-          }
-          std::string err;
-          auto rep = reader.feed(*l, err);
-          if (!err.empty()) {
-            finish(outcome{exit_code::protocol, "",
-                           greeted ? fmt::format("the host at {} sent a line this client does not understand: {}",
-                                                 o_.addr, err)
-                                   : fmt::format("the program at {} is not a tfbarrier host ({}); if another program "
-                                                 "has that port, set TFBARRIER_PORT or --addr",
-                                                 o_.addr, err)});
-            co_return std::string();
-          }
-          if (!rep) continue;
-          if (auto* e = std::get_if<proto::error_reply>(&*rep)) {
-            finish(outcome{exit_for(e->kind), "", e->text});
-            co_return std::string();
-          }
-          if (!greeted) {
-            auto* hr = std::get_if<proto::hello_reply>(&*rep);
-            if (!hr) {
-              finish(outcome{exit_code::protocol, "",
-                             fmt::format("the program at {} is not a tfbarrier host (it did not greet with HELLO); "
-                                         "if another program has that port, set TFBARRIER_PORT or --addr",
-                                         o_.addr)});
-              co_return std::string();
-            }
-            if (hr->version != static_cast<std::uint32_t>(protocol_version)) {
-              finish(outcome{exit_code::protocol, "",
-                             fmt::format("the host at {} ({}) speaks protocol {}, and this tfbarrier {} speaks {}: run "
-                                         "the same version of tfbarrier on the host and in the job",
-                                         o_.addr, hr->server.empty() ? "unnamed" : hr->server, hr->version, version,
-                                         protocol_version)});
-              co_return std::string();
-            }
-            if (hr->auth != "none" && hr->auth != "hmac" && hr->auth != "munge") {
-              finish(outcome{exit_code::protocol, "",
-                             fmt::format("the host at {} asks for authentication {}, which this tfbarrier {} does not "
-                                         "know (it knows none, hmac and munge): run the same version of tfbarrier "
-                                         "on the host and in the job",
-                                         o_.addr, quote_text(hr->auth), version)});
-              co_return std::string();
-            }
-            if (hr->auth != "none" && pipelined_) {
-              // The host authenticates: the request must wait for the handshake. Connect again.
-              no_pipeline_ = true;
-              if (hr->auth == "hmac" && !o_.secret && !o_.secret_path.empty()) {
-                std::string ignored;
-                o_.secret = auth::load_secret(o_.secret_path, ignored);
-              }
-              co_return std::string(retry_with_secret);
-            }
-            if (hr->auth == "munge") {
-              std::string merr;
-              auto d = munge_auth::decode(munge_auth::from_wire(hr->cred), merr);
-              if (!d) {
-                finish(outcome{exit_code::auth, "",
-                               fmt::format("the host at {} authenticates with MUNGE, and its credential was refused "
-                                           "here: {}",
-                                           o_.addr, merr)});
-                co_return std::string();
-              }
-              if (d->uid != ::getuid() ||
-                  d->payload != fmt::format("tfbarrier-host-munge\n{}\n{}", client_nonce_, hr->nonce)) {
-                finish(outcome{exit_code::auth, "",
-                               fmt::format("the host at {} runs as uid {}, not as you (uid {}), or its credential "
-                                           "is not for this connection: refusing it",
-                                           o_.addr, d->uid, ::getuid())});
-                co_return std::string();
-              }
-              std::string key = auth::make_nonce() + auth::make_nonce();
-              auto cred = munge_auth::encode(
-                  fmt::format("tfbarrier-client-munge\n{}\n{}\n{}", client_nonce_, hr->nonce, key), d->uid, merr);
-              if (!cred) {
-                finish(outcome{exit_code::auth, "", fmt::format("cannot make a MUNGE credential: {}", merr)});
-                co_return std::string();
-              }
-              write(proto::format_request(proto::auth_req{"", munge_auth::to_wire(*cred)}));
-              session_key_ = key;
-              write(request_);
-            } else if (hr->auth == "hmac") {
-              if (!o_.secret) {
-                finish(outcome{exit_code::auth, "",
-                               fmt::format("the host at {} requires authentication: give this participant the "
-                                           "host's secret file (--secret-file FILE or TFBARRIER_SECRET_FILE)",
-                                           o_.addr)});
-                co_return std::string();
-              }
-              if (!auth::equal(hr->proof, auth::host_proof(*o_.secret, client_nonce_, hr->nonce))) {
-                finish(outcome{exit_code::auth, "",
-                               fmt::format("the host at {} could not prove it knows the secret: it is not the host "
-                                           "you meant, or its secret file differs from this one",
-                                           o_.addr)});
-                co_return std::string();
-              }
-              write(proto::format_request(proto::auth_req{auth::client_proof(*o_.secret, client_nonce_, hr->nonce)}));
-              session_key_ = auth::session_key(*o_.secret, client_nonce_, hr->nonce);
-              write(request_);
-            } else if (o_.secret) {
-              finish(outcome{exit_code::auth, "",
-                             fmt::format("the host at {} does not authenticate, but this participant has a secret: "
-                                         "refusing a host that could be a fake; start the host with the same "
-                                         "--secret-file",
-                                         o_.addr)});
-              co_return std::string();
-            } else if (!pipelined_) {
-              write(request_);
-            }
-            greeted = true;
-            greeted_ = true;
-            // Keep-alives start once the host has answered: before that the connect deadline rules.
-            if (resumable_) ping_loop();
-            continue;
-          }
-          if (std::holds_alternative<proto::pong>(*rep)) continue;
-          if (!acknowledged_) {
-            // The host has answered the request: the connect budget is spent no more.
-            acknowledged_ = true;
-            deadline_.cancel();
-          }
-          if (auto* sd = std::get_if<proto::shutdown>(&*rep)) {
-            finish(outcome{exit_code::unreachable, "",
-                           sd->text.empty() ? fmt::format("the host at {} shut down", o_.addr) : sd->text});
-            co_return std::string();
-          }
-          if (auto o = handler_(*rep)) {
-            finish(std::move(*o));
-            co_return std::string();
-          }
+          auto out = conn_->feed(std::move(*l));
+          if (act(out, end)) co_return end;
         }
         if (splitter.overflow()) {
           finish(outcome{exit_code::protocol, "", fmt::format("the host at {} sent an over-long line", o_.addr)});
-          co_return std::string();
+          co_return end;
         }
       }
     } catch (const std::system_error& e) {
-      if (done()) co_return std::string();
-      if (timed_out_connecting_) {
-        finish(unreachable(greeted ? "the host greeted, but did not answer the request: is it overloaded?"
-                                   : "connected, but the host did not answer: is it stopped or overloaded?"));
-        co_return std::string();
-      }
-      if (silent_)
-        co_return fmt::format("the host at {} stopped answering (no reply for {})", o_.addr,
-                              format_duration(silent_for_));
-      if (e.code() == asio::error::eof || e.code() == asio::error::connection_reset)
-        co_return fmt::format("lost the connection to the host at {}: it closed the connection", o_.addr);
-      co_return fmt::format("lost the connection to the host at {}: {}", o_.addr, e.code().message());
+      if (!done()) end = lost(e.code());
     }
-    co_return std::string();
+    co_return end;
   }
 
+  /// Why a connection was lost, or the call's end when the connect budget is spent.
+  conn_end lost(const std::error_code& ec) {
+    if (timed_out_connecting_) {
+      finish(unreachable(conn_->greeted() ? "the host greeted, but did not answer the request: is it overloaded?"
+                                          : "connected, but the host did not answer: is it stopped or overloaded?"));
+      return conn_end{};
+    }
+    conn_end end{conn_end::kind::lost, {}};
+    if (silent_)
+      end.why = fmt::format("the host at {} stopped answering (no reply for {})", o_.addr, format_duration(silent_for_));
+    else if (ec == asio::error::eof || ec == asio::error::connection_reset)
+      end.why = fmt::format("lost the connection to the host at {}: it closed the connection", o_.addr);
+    else
+      end.why = fmt::format("lost the connection to the host at {}: {}", o_.addr, ec.message());
+    return end;
+  }
   connect_options o_;
   asio::io_context io_{1};
   tcp::socket socket_;
@@ -472,10 +379,8 @@ class engine {
   /// How long an interrupted call waits for the host to answer its LEAVE.
   static constexpr duration interrupt_grace = std::chrono::seconds(1);
   reply_handler handler_;
-  static constexpr const char* retry_with_secret = "retry with the secret";
-  std::string request_;
-  std::string client_nonce_, session_key_;
-  std::uint64_t in_seq_ = 0, out_seq_ = 0;
+  system_env env_;
+  std::optional<client::client_conn> conn_;  ///< the current (or last) connection's state
   bool resumable_ = false;
   bool pipelined_ = false, no_pipeline_ = false;
   std::uint64_t conn_gen_ = 0;  ///< which connection the write queue belongs to
@@ -577,6 +482,43 @@ std::string arrived_text(const proto::barrier_info& b) {
 /// How long a timed-out participant waits for the host to confirm its LEAVE.
 constexpr duration leave_grace = 2s;
 
+/// The timeout that wait and decide share. Once it passes: while reconnecting,
+/// end at once; else send the withdrawal and give the host leave_grace to
+/// answer it (one that has stopped answering, frozen or behind a dead link,
+/// must not keep us past the timeout for long). The reply to the withdrawal
+/// ends the call: the caller's reply handler sees it while firing().
+class call_timeout {
+ public:
+  explicit call_timeout(engine& e) : e_(e) {}
+  bool armed() const { return armed_; }
+  bool firing() const { return firing_; }
+
+  /// withdraw() -> the request lines to send; reconnecting() and unanswered() -> the outcomes.
+  template <class Withdraw, class Reconnecting, class Unanswered>
+  void arm(duration after, Withdraw withdraw, Reconnecting reconnecting, Unanswered unanswered) {
+    armed_ = true;
+    e_.timeout_timer().expires_after(after);
+    e_.timeout_timer().async_wait([this, withdraw, reconnecting, unanswered](asio::error_code ec) {
+      if (ec || e_.done()) return;
+      firing_ = true;
+      if (!e_.connected()) {
+        e_.finish(reconnecting());
+        return;
+      }
+      e_.write(withdraw());
+      e_.timeout_timer().expires_after(leave_grace);
+      e_.timeout_timer().async_wait([this, unanswered](asio::error_code ec2) {
+        if (!ec2 && !e_.done()) e_.finish(unanswered());
+      });
+    });
+  }
+
+ private:
+  engine& e_;
+  bool armed_ = false;
+  bool firing_ = false;
+};
+
 /// Shared by wait and decide: periodic progress and a withdrawing timeout.
 class waiter {
  public:
@@ -585,37 +527,28 @@ class waiter {
 
   void arrived(std::uint64_t gen) {
     gen_ = gen;
-    if (timing_out_) {  // came back after a reconnect while timing out: withdraw now
-      e_.write(proto::format_request(proto::status_req{scope_, name_, true}) + proto::format_request(proto::leave{}));
+    if (timeout_.firing()) {  // came back after a reconnect while timing out: withdraw now
+      e_.write(withdrawal());
       return;
     }
     if (armed_) return;
     armed_ = true;
     if (o_.timeout) {
-      e_.timeout_timer().expires_after(*o_.timeout);
-      e_.timeout_timer().async_wait([this](asio::error_code ec) {
-        if (ec || e_.done()) return;
-        timing_out_ = true;
-        if (!e_.connected()) {
-          e_.finish(outcome{exit_code::timed_out, "",
-                            fmt::format("timed out after {} waiting at barrier {} (round {}) while reconnecting to "
-                                        "the host at {}",
-                                        format_duration(*o_.timeout), name_, gen_, e_.addr())});
-          return;
-        }
-        e_.write(proto::format_request(proto::status_req{scope_, name_, true}) + proto::format_request(proto::leave{}));
-        // The host answers a LEAVE at once; one that has stopped answering
-        // (frozen, a dead link) must not keep us past the timeout for long.
-        e_.timeout_timer().expires_after(leave_grace);
-        e_.timeout_timer().async_wait([this](asio::error_code ec2) {
-          if (ec2 || e_.done()) return;
-          e_.finish(outcome{exit_code::timed_out, "",
-                            fmt::format("timed out after {} waiting at barrier {} (round {}); the host at {} did not "
-                                        "answer the withdrawal within {}",
-                                        format_duration(*o_.timeout), name_, gen_, e_.addr(),
-                                        format_duration(leave_grace))});
-        });
-      });
+      timeout_.arm(
+          *o_.timeout, [this] { return withdrawal(); },
+          [this] {
+            return outcome{exit_code::timed_out, "",
+                           fmt::format("timed out after {} waiting at barrier {} (round {}) while reconnecting to "
+                                       "the host at {}",
+                                       format_duration(*o_.timeout), name_, gen_, e_.addr())};
+          },
+          [this] {
+            return outcome{exit_code::timed_out, "",
+                           fmt::format("timed out after {} waiting at barrier {} (round {}); the host at {} did not "
+                                       "answer the withdrawal within {}",
+                                       format_duration(*o_.timeout), name_, gen_, e_.addr(),
+                                       format_duration(leave_grace))};
+          });
     }
     if (o_.progress_every && o_.on_progress) schedule_progress();
   }
@@ -626,7 +559,7 @@ class waiter {
       const proto::barrier_info* mine = nullptr;
       for (const auto& b : st->barriers)
         if (b.gen == gen_ && b.name == name_) mine = &b;
-      if (timing_out_) {
+      if (timeout_.firing()) {
         last_ = mine ? std::optional(*mine) : std::nullopt;
       } else if (mine && o_.on_progress) {
         o_.on_progress(progress{name_, gen_, mine->arrived, mine->n, mine->missing, elapsed(),
@@ -650,10 +583,15 @@ class waiter {
   duration elapsed() const { return std::chrono::duration_cast<duration>(clock::now() - start_); }
 
  private:
+  /// STATUS first, for the timeout's message; the host answers a LEAVE at once.
+  std::string withdrawal() const {
+    return proto::format_request(proto::status_req{scope_, name_, true}) + proto::format_request(proto::leave{});
+  }
+
   void schedule_progress() {
     e_.progress_timer().expires_after(*o_.progress_every);
     e_.progress_timer().async_wait([this](asio::error_code ec) {
-      if (ec || e_.done() || timing_out_) return;
+      if (ec || e_.done() || timeout_.firing()) return;
       e_.write(proto::format_request(proto::status_req{scope_, name_, false}));
       schedule_progress();
     });
@@ -665,7 +603,7 @@ class waiter {
   clock::time_point start_;
   std::uint64_t gen_ = 0;
   bool armed_ = false;
-  bool timing_out_ = false;
+  call_timeout timeout_{e_};
   std::optional<proto::barrier_info> last_;
 };
 
@@ -708,7 +646,8 @@ class tcp_coordinator final : public coordinator {
     engine e(o_);
     e.set_resumable(o_.keepalive);
     std::uint64_t gen = 0;
-    bool armed = false, timing_out = false, noting = false;
+    bool noting = false;
+    call_timeout timeout(e);
     std::string name = d.name;
     auto timed_out = [&](const std::string& detail) {
       return outcome{exit_code::timed_out, "",
@@ -718,7 +657,7 @@ class tcp_coordinator final : public coordinator {
     };
     return e.run(proto::format_request(d), [&](const proto::reply& r) -> std::optional<outcome> {
       if (auto* st = std::get_if<proto::status_reply>(&r)) {
-        if (!timing_out) return std::nullopt;
+        if (!timeout.firing()) return std::nullopt;
         for (const auto& b : st->barriers)
           if (b.gen == gen && b.name == name) return timed_out(": " + arrived_text(b));
         return timed_out("");
@@ -746,23 +685,13 @@ class tcp_coordinator final : public coordinator {
             if (!ec && !e.done()) wo.on_note(note);
           });
         }
-        if (wo.timeout && !armed) {
-          // The verdict is recorded (and journaled): a timeout ends only this wait for delivery.
-          armed = true;
-          e.timeout_timer().expires_after(*wo.timeout);
-          e.timeout_timer().async_wait([&](asio::error_code ec) {
-            if (ec || e.done()) return;
-            timing_out = true;
-            if (!e.connected()) {
-              e.finish(timed_out(fmt::format(" (reconnecting to the host at {})", e.addr())));
-              return;
-            }
-            e.write(proto::format_request(proto::status_req{d.scope, name, true}));
-            e.timeout_timer().expires_after(leave_grace);
-            e.timeout_timer().async_wait([&](asio::error_code ec2) {
-              if (!ec2 && !e.done()) e.finish(timed_out(""));
-            });
-          });
+        if (wo.timeout && !timeout.armed()) {
+          // The verdict is recorded (and journaled): a timeout ends only this wait for delivery,
+          // and there is nothing to withdraw; STATUS gives the message its figures.
+          timeout.arm(
+              *wo.timeout, [&] { return proto::format_request(proto::status_req{d.scope, name, true}); },
+              [&] { return timed_out(fmt::format(" (reconnecting to the host at {})", e.addr())); },
+              [&] { return timed_out(""); });
         }
         return std::nullopt;
       }

@@ -1,0 +1,180 @@
+#include "client_conn.h"
+
+#include <fmt/format.h>
+
+#include "auth.h"
+#include "exit_codes.h"
+#include "text.h"
+#include "version.h"
+
+namespace tfb::client {
+
+int exit_for(proto::error_kind k) {
+  switch (k) {
+    case proto::error_kind::conflict: return exit_code::conflict;
+    case proto::error_kind::needn:
+    case proto::error_kind::ambiguous: return exit_code::usage;
+    case proto::error_kind::aborted: return exit_code::aborted;
+    case proto::error_kind::busy: return exit_code::unreachable;
+    case proto::error_kind::auth: return exit_code::auth;
+    default: return exit_code::protocol;
+  }
+}
+
+client_conn::client_conn(const conn_config& cfg, client_env& env, std::string request)
+    : cfg_(cfg), env_(env), request_(std::move(request)) {}
+
+std::string client_conn::start(std::string nonce) {
+  nonce_ = std::move(nonce);
+  proto::hello h{static_cast<std::uint32_t>(protocol_version), std::string(cfg_.client_host), cfg_.pid,
+                 static_cast<std::uint32_t>(cfg_.keepalive.count()), nonce_};
+  return proto::format_request(h) + (cfg_.pipeline ? request_ : std::string());
+}
+
+std::string client_conn::seal(std::string bytes) {
+  if (key_.empty()) return bytes;
+  std::string sealed;
+  std::size_t pos = 0;
+  while (pos < bytes.size()) {
+    std::size_t nl = bytes.find('\n', pos);
+    if (nl == std::string::npos) nl = bytes.size();
+    sealed += auth::seal(std::string_view(bytes).substr(pos, nl - pos), key_, auth::direction::to_host, out_seq_++);
+    sealed += '\n';
+    pos = nl + 1;
+  }
+  return sealed;
+}
+
+std::optional<std::string> client_conn::keepalive(duration silent) {
+  if (silent > 3 * cfg_.keepalive + std::chrono::milliseconds(500)) return std::nullopt;
+  return seal(proto::format_request(proto::ping{}));
+}
+
+conn_output client_conn::fail(int code, std::string error) {
+  over_ = true;
+  conn_output out;
+  out.event = conn_event::failed;
+  out.exit_code = code;
+  out.error = std::move(error);
+  return out;
+}
+
+conn_output client_conn::feed(std::string l) {
+  if (over_) return {};
+  if (!key_.empty() && !auth::unseal(l, key_, auth::direction::to_client, in_seq_++))
+    return fail(exit_code::auth, fmt::format("a reply from the host at {} failed its authentication check (altered on "
+                                             "the way, or not from the host)",
+                                             cfg_.addr));
+  std::string err;
+  auto rep = reader_.feed(l, err);
+  if (!err.empty())
+    return fail(exit_code::protocol,
+                greeted_ ? fmt::format("the host at {} sent a line this client does not understand: {}", cfg_.addr, err)
+                         : fmt::format("the program at {} is not a tfbarrier host ({}); if another program has that "
+                                       "port, set TFBARRIER_PORT or --addr",
+                                       cfg_.addr, err));
+  if (!rep) return {};
+  if (auto* e = std::get_if<proto::error_reply>(&*rep)) return fail(exit_for(e->kind), e->text);
+  if (!greeted_) {
+    auto* hr = std::get_if<proto::hello_reply>(&*rep);
+    if (!hr)
+      return fail(exit_code::protocol,
+                  fmt::format("the program at {} is not a tfbarrier host (it did not greet with HELLO); if another "
+                              "program has that port, set TFBARRIER_PORT or --addr",
+                              cfg_.addr));
+    return greeting(*hr);
+  }
+  if (std::holds_alternative<proto::pong>(*rep)) return {};
+  if (auto* sd = std::get_if<proto::shutdown>(&*rep))
+    return fail(exit_code::unreachable,
+                sd->text.empty() ? fmt::format("the host at {} shut down", cfg_.addr) : sd->text);
+  conn_output out;
+  out.event = conn_event::reply;
+  out.reply = std::move(*rep);
+  return out;
+}
+
+conn_output client_conn::greeting(const proto::hello_reply& hr) {
+  if (hr.version != static_cast<std::uint32_t>(protocol_version))
+    return fail(exit_code::protocol,
+                fmt::format("the host at {} ({}) speaks protocol {}, and this tfbarrier {} speaks {}: run the same "
+                            "version of tfbarrier on the host and in the job",
+                            cfg_.addr, hr.server.empty() ? "unnamed" : hr.server, hr.version, version,
+                            protocol_version));
+  if (hr.auth != "none" && hr.auth != "hmac" && hr.auth != "munge")
+    return fail(exit_code::protocol,
+                fmt::format("the host at {} asks for authentication {}, which this tfbarrier {} does not know (it "
+                            "knows none, hmac and munge): run the same version of tfbarrier on the host and in the job",
+                            cfg_.addr, quote_text(hr.auth), version));
+  if (hr.auth != "none" && cfg_.pipeline) {
+    // The host authenticates: the request must wait for the handshake. Connect again.
+    over_ = true;
+    conn_output out;
+    out.event = conn_event::retry_with_secret;
+    out.wants_secret = hr.auth == "hmac";
+    return out;
+  }
+  conn_output out;
+  if (hr.auth == "munge") {
+    out = munge_handshake(hr);
+  } else if (hr.auth == "hmac") {
+    out = hmac_handshake(hr);
+  } else if (cfg_.secret) {
+    return fail(exit_code::auth,
+                fmt::format("the host at {} does not authenticate, but this participant has a secret: refusing a "
+                            "host that could be a fake; start the host with the same --secret-file",
+                            cfg_.addr));
+  } else if (!cfg_.pipeline) {
+    out.bytes = request_;
+  }
+  if (out.event == conn_event::failed) return out;
+  greeted_ = true;
+  out.event = conn_event::greeted;
+  return out;
+}
+
+conn_output client_conn::munge_handshake(const proto::hello_reply& hr) {
+  std::string merr;
+  auto d = env_.munge_decode(munge_auth::from_wire(hr.cred), merr);
+  if (!d)
+    return fail(exit_code::auth,
+                fmt::format("the host at {} authenticates with MUNGE, and its credential was refused here: {}",
+                            cfg_.addr, merr));
+  uid_t me = env_.uid();
+  if (d->uid != me || d->payload != fmt::format("tfbarrier-host-munge\n{}\n{}", nonce_, hr.nonce))
+    return fail(exit_code::auth,
+                fmt::format("the host at {} runs as uid {}, not as you (uid {}), or its credential is not for this "
+                            "connection: refusing it",
+                            cfg_.addr, d->uid, me));
+  std::string key = env_.nonce();  // 64 hex digits; two statements, so that the order is defined
+  key += env_.nonce();
+  auto cred =
+      env_.munge_encode(fmt::format("tfbarrier-client-munge\n{}\n{}\n{}", nonce_, hr.nonce, key), d->uid, merr);
+  if (!cred) return fail(exit_code::auth, fmt::format("cannot make a MUNGE credential: {}", merr));
+  conn_output out;
+  out.bytes = proto::format_request(proto::auth_req{"", munge_auth::to_wire(*cred)});
+  key_ = std::move(key);
+  out.bytes += seal(request_);
+  return out;
+}
+
+conn_output client_conn::hmac_handshake(const proto::hello_reply& hr) {
+  if (!cfg_.secret)
+    return fail(exit_code::auth,
+                fmt::format("the host at {} requires authentication: give this participant the host's secret file "
+                            "(--secret-file FILE or TFBARRIER_SECRET_FILE)",
+                            cfg_.addr));
+  const std::string& secret = *cfg_.secret;
+  if (!auth::equal(hr.proof, auth::host_proof(secret, nonce_, hr.nonce)))
+    return fail(exit_code::auth,
+                fmt::format("the host at {} could not prove it knows the secret: it is not the host you meant, or its "
+                            "secret file differs from this one",
+                            cfg_.addr));
+  conn_output out;
+  out.bytes = proto::format_request(proto::auth_req{auth::client_proof(secret, nonce_, hr.nonce), ""});
+  key_ = auth::session_key(secret, nonce_, hr.nonce);
+  out.bytes += seal(request_);
+  return out;
+}
+
+}  // namespace tfb::client
