@@ -224,7 +224,7 @@ TEST(ClientConn, StatusBlockIsOneReply) {
   b.scope = "s";
   b.name = "b";
   b.gen = 3;
-  b.state = "open";
+  b.state = proto::round_state::open;
   st.barriers.push_back(b);
   auto l = lines(proto::format_reply(st));
   ASSERT_GE(l.size(), 2u);
