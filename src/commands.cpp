@@ -3,6 +3,7 @@
 #include "commands.h"
 
 #include <fcntl.h>
+#include <netdb.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "address.h"
 #include "auth.h"
 #include "client.h"
 #include "exit_codes.h"
@@ -137,10 +139,19 @@ bool client_secret(const common_options& c, connect_options& o) {
   return true;
 }
 
-bool is_loopback(const std::string& listen) {
-  std::string host, port;
-  if (!split_host_port(listen, host, port)) return true;  // run_host reports the bad address
-  return host.starts_with("127.") || host == "::1" || host == "localhost";
+/// Whether the host would listen on this machine's loopback only: the address
+/// resolved as run_host resolves it (its first result), then address.h's test.
+bool listens_on_loopback(const address& at) {
+  if (at.host.empty()) return false;  // all interfaces
+  addrinfo hints{};
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(at.host.c_str(), std::to_string(at.port).c_str(), &hints, &found) != 0 || !found)
+    return true;  // run_host reports the address it cannot resolve; no secret is needed for that
+  bool loopback = is_loopback(found->ai_addr);
+  ::freeaddrinfo(found);
+  return loopback;
 }
 
 connect_options connection(const settings& s, const common_options& c) {
@@ -400,8 +411,8 @@ int run_serve(const serve_options& o) {
     h.listen = o.listen;
     // A malformed address is a usage error (2), as a client's --addr is, not
     // "host unreachable" (69) from the listener.
-    std::string lhost, lport;
-    if (!split_host_port(h.listen, lhost, lport)) {
+    std::string why;
+    if (!parse_address(h.listen, address_use::listen, why)) {
       const char* env = std::getenv("TFBARRIER_LISTEN");
       bool typed = !(env && o.listen == env);
       print_error(fmt::format("{}{} is not an address to listen on: use HOST:PORT, :PORT (all interfaces) or "
@@ -417,7 +428,9 @@ int run_serve(const serve_options& o) {
   h.self_started = o.self_started;
   h.max_connections = o.max_connections;
   h.max_per_address = o.max_per_address;
-  std::string error;
+  std::string error, why;
+  auto listen_at = parse_address(h.listen, address_use::listen, why);
+  bool loopback = !listen_at || listens_on_loopback(*listen_at);  // a bad address: run_host reports it
   // Secure by default: beyond loopback, every client must know the secret.
   if (o.secret_file) {
     h.secret = auth::load_secret(*o.secret_file, error);
@@ -429,11 +442,11 @@ int run_serve(const serve_options& o) {
     std::string path = auth::default_secret_path();
     bool exists = ::access(path.c_str(), F_OK) == 0;
     std::string why_no_munge;
-    if (!is_loopback(h.listen) && !o.no_munge && munge_auth::available(why_no_munge)) {
+    if (!loopback && !o.no_munge && munge_auth::available(why_no_munge)) {
       // Where munged runs (every Slurm cluster), nothing needs setting up: the job owner's uid is the key.
       h.munge = true;
       exists = false;
-    } else if (!exists && !is_loopback(h.listen)) {
+    } else if (!exists && !loopback) {
       // First use: make the secret that the nodes share through the home directory.
       // It is written only once the port is bound: a serve that cannot listen
       // must leave no secret behind, or every client of the hosts that already
