@@ -265,51 +265,41 @@ void set_common(const common_text& t, common_options& c) {
   set_duration(t.keepalive, c.keepalive);
 }
 
-}  // namespace
+// What the command line gave, before it is handed to a command: the options
+// structs, the durations as typed (converted once parsing succeeded), and the
+// CLI11 command that was built for each (null when not built).
+struct parsed_values {
+  serve_options serve;
+  std::string idle_exit, forget_after;
+  CLI::App* s = nullptr;
+  wait_cmd_options wait;
+  std::string wait_timeout, wait_progress;
+  common_text wait_text;
+  CLI::App* w = nullptr;
+  decide_options decide;
+  std::string decide_timeout;
+  common_text decide_text;
+  CLI::App* d = nullptr;
+  abort_options abort;
+  common_text abort_text;
+  CLI::App* a = nullptr;
+  status_options status;
+  common_text status_text;
+  CLI::App* st = nullptr;
+  config_options config;
+  common_text config_text;
+  CLI::App* cf = nullptr;
+  secret_options secret;
+  CLI::App* sec = nullptr;
+};
 
-int run_cli(int argc, char** argv) {
-  // `tfbarrier help [COMMAND]`, as git and cargo have it: the same as
-  // `tfbarrier [COMMAND] --help`.
-  if (argc > 3 && std::string_view(argv[1]) == "help") {
-    std::string words;
-    for (int i = 2; i < argc; ++i) words += fmt::format("{}{}", i > 2 ? " " : "", argv[i]);
-    print_error(fmt::format("help takes one command at most, not '{}'", words));
-    tfb::print(stderr, "Run 'tfbarrier help [COMMAND]'.\n");
-    return exit_code::usage;
-  }
-  if (argc >= 2 && argc <= 3 && std::string_view(argv[1]) == "help") {
-    static std::string help_flag = "--help";
-    static std::vector<char*> args;
-    args = {argv[0]};
-    if (argc == 3) args.push_back(argv[2]);
-    args.push_back(help_flag.data());
-    args.push_back(nullptr);
-    return run_cli(static_cast<int>(args.size()) - 1, args.data());
-  }
-  // Never destroyed: the process exits soon after the command returns, and
-  // tearing CLI11's options down cost a `wait` 40,000 instructions (6%). A
-  // static keeps it reachable, so leak checkers do not report it.
-  static CLI::App* command_line = nullptr;
-  CLI::App& app = *(command_line = new CLI::App{"tfbarrier: a named, reusable barrier for cluster job scripts.\n"
-               "After each epoch every worker waits at a barrier; the chief (rank 0) decides\n"
-               "whether the job goes on (exit 0) or stops (exit 1).",
-               "tfbarrier"});
-  app.set_version_flag("--version", fmt::format("tfbarrier {} (protocol {})", tfb::version, protocol_version));
-  app.require_subcommand(1);
-  app.formatter(std::make_shared<help_formatter>());  // before the commands: they take it from here
-  set_footer(&app, "Examples:\n"
-      "  eval \"$(tfbarrier serve --daemon)\"           # start a host, export TFBARRIER_ADDR\n"
-      "  tfbarrier wait --name epoch3 --n 6 --rank 2   # a worker: block until all 6 arrive\n"
-      "  tfbarrier wait --name epoch3 --n 6 --chief    # the chief: return when all are here\n"
-      "  tfbarrier decide stop --message 'converged'   # the chief's verdict: everyone exits 1\n"
-      "  tfbarrier status                              # what the host holds\n"
-      "Run 'tfbarrier COMMAND --help' (or 'tfbarrier help COMMAND') for one command. See tfbarrier(1).\n");
+constexpr std::array<std::string_view, 7> command_names{"serve", "wait",   "decide", "abort",
+                                                         "status", "config", "secret"};
 
-  // Build only the command being run: CLI11 spends most of a short command's
-  // start-up building options, and a `wait` needs only its own. With no command
-  // (or --help before it), build them all for the top-level help.
-  static constexpr std::array<std::string_view, 7> command_names{"serve", "wait",   "decide", "abort",
-                                                                  "status", "config", "secret"};
+/// The command word (and options before it) checked before CLI11 parses, for
+/// errors that name what is wrong. Sets selected to the command to build ("":
+/// all of them, for the top-level help). Returns an exit code, or -1 to go on.
+int check_command_word(int argc, char** argv, std::string_view& selected) {
   const char* first_word = nullptr;
   const char* first_option = nullptr;
   for (int i = 1; i < argc && !first_word; ++i) {
@@ -361,148 +351,159 @@ int run_cli(int argc, char** argv) {
     tfb::print(stderr, "Run 'tfbarrier --help' for usage.\n");
     return exit_code::usage;
   }
-  std::string_view selected = known && !help ? std::string_view(first_word) : std::string_view();
+  selected = known && !help ? std::string_view(first_word) : std::string_view();
+  return -1;
+}
+
+void define_serve(CLI::App& app, parsed_values& v) {
+  serve_options& serve = v.serve;
+  std::string& idle_exit = v.idle_exit;
+  std::string& forget_after = v.forget_after;
+  CLI::App*& s = v.s;
+  s = app.add_subcommand("serve", "Run the rendezvous host");
+  s->add_option("--listen", serve.listen,
+                "Listen on HOST:PORT, :PORT (all interfaces) or [IPv6]:PORT; port 0 picks a free port "
+                "(default: the resolved host address, else 127.0.0.1:7727)")
+      ->envname("TFBARRIER_LISTEN");
+  s->add_flag("--daemon", serve.daemon, "Detach and print shell assignments of TFBARRIER_ADDR and TFBARRIER_PID");
+  s->add_option("--log", serve.log_file, "Append the log to FILE (default: stderr; with --daemon $TMPDIR/tfbarrier-serve-UID.log)");
+  s->add_option("--idle-exit", idle_exit, "Exit after no barrier has been active for DUR")->check(duration_validator());
+  s->add_option("--forget-after", forget_after, "Forget idle barriers and aborts after DUR (default 1h, at least 1s)")
+      ->check(duration_validator(std::chrono::seconds(1)));
+  s->add_flag("-q,--quiet", serve.quiet, "Log only warnings, not every arrival and release");
+  s->add_option("--state-dir", serve.state_dir,
+                "Journal verdicts and releases in DIR (flushed before they are acknowledged) and restore them at start")
+      ->envname("TFBARRIER_STATE_DIR");
+  s->add_option("--max-connections", serve.max_connections, "Refuse connections past N (default: the descriptor limit)")
+      ->transform(connection_limit_validator());
+  s->add_option("--max-per-address", serve.max_per_address, "Refuse connections past N from one address (default 16384)")
+      ->transform(connection_limit_validator());
+  s->add_flag("--self-started", serve.self_started, "(internal) started by a participant")->group("");
+  s->add_option("--secret-file", serve.secret_file,
+                "Require clients to know the secret in FILE (default ~/.tfbarrier/secret; made on first use "
+                "when listening beyond loopback)")
+      ->envname("TFBARRIER_SECRET_FILE");
+  s->add_flag("--no-munge", serve.no_munge, "Beyond loopback, use the secret file even where munged runs");
+  s->add_flag("--insecure", serve.insecure, "Listen beyond loopback without authentication: anyone who can connect "
+                                            "can arrive, decide and abort");
+  set_footer(s, "Examples:\n"
+      "  tfbarrier serve --listen 127.0.0.1:0          # prints TFBARRIER_ADDR=127.0.0.1:PORT\n"
+      "  eval \"$(tfbarrier serve --daemon --idle-exit 1h)\"; ...; kill $TFBARRIER_PID\n");
+}
+
+void define_wait(CLI::App& app, parsed_values& v) {
+  wait_cmd_options& wait = v.wait;
+  std::string& wait_timeout = v.wait_timeout;
+  std::string& wait_progress = v.wait_progress;
+  common_text& wait_text = v.wait_text;
+  CLI::App*& w = v.w;
+  w = app.add_subcommand("wait", "Arrive at a barrier and block until it releases");
+  w->add_option("--name", wait.name, "Barrier name (1-128 of A-Z a-z 0-9 . _ : -)")
+      ->required()
+      ->envname("TFBARRIER_NAME")
+      ->check(name_validator());
+  add_counts(w, wait.n, wait.rank, "Participants in the round (default: from the launcher)",
+             "This participant's rank, 0 to n-1 (default: from the launcher)");
+  w->add_flag("--chief", wait.chief, "Arrive as the chief: return when all are present; the others wait for `decide`");
+  w->add_option("--timeout", wait_timeout, "Withdraw and exit 124 when not released DUR after arriving (default: no timeout; "
+                "connecting is bounded by --connect-timeout)")
+      ->envname("TFBARRIER_TIMEOUT")
+      ->check(duration_validator());
+  w->add_option("--progress", wait_progress,
+                "Report progress every DUR, at least 100ms; 0 for none (default 1s on a terminal, else 30s)")
+      ->check(duration_validator(std::chrono::milliseconds(100), true));
+  add_common(w, wait.common, wait_text);
+  set_footer(w, "Examples:\n"
+      "  tfbarrier wait --name epoch3 --n 6 --rank 2\n"
+      "  msg=$(tfbarrier wait --name epoch3 --timeout 10m); rc=$?   # rc 0 go on, 1 stop\n"
+      "  tfbarrier wait --name epoch3 --chief && ./evaluate && tfbarrier decide continue\n");
+}
+
+void define_decide(CLI::App& app, parsed_values& v) {
+  decide_options& decide = v.decide;
+  std::string& decide_timeout = v.decide_timeout;
+  common_text& decide_text = v.decide_text;
+  CLI::App*& d = v.d;
+  d = app.add_subcommand("decide", "Give the chief's verdict for the current round");
+  d->add_option("verdict", decide.verdict, "continue or stop")->required()->check(verdict_validator());
+  d->add_option("--name", decide.name, "Barrier name (default: the one round that awaits a verdict)")
+      ->envname("TFBARRIER_NAME")
+      ->check(name_validator());
+  d->add_option("-m,--message", decide.message, "Text every participant prints on stdout")
+      ->check(text_validator("message"));
+  d->add_flag("--no-wait", decide.no_wait, "Return once the verdict is recorded, not when it is delivered");
+  d->add_option("--timeout", decide_timeout,
+                "Exit 124 when the round has not released DUR after the verdict was recorded; the verdict "
+                "stands (default: no timeout)")
+      ->envname("TFBARRIER_TIMEOUT")
+      ->check(duration_validator());
+  add_counts(d, decide.n, decide.rank, "Participants in the round, if the chief arrives with this verdict",
+             "The chief's rank, if it arrives with this verdict");
+  add_common(d, decide.common, decide_text);
+  set_footer(d, "Examples:\n"
+      "  tfbarrier decide stop --message 'validation loss went up'\n"
+      "  tfbarrier decide continue --name epoch3 --n 6 --rank 0   # one step: arrive with the verdict\n");
+}
+
+void define_abort(CLI::App& app, parsed_values& v) {
+  abort_options& abort = v.abort;
+  common_text& abort_text = v.abort_text;
+  CLI::App*& a = v.a;
+  a = app.add_subcommand("abort", "Abort the current round: everyone in it exits 3");
+  a->add_option("--name", abort.name, "Barrier name")->required()->envname("TFBARRIER_NAME")->check(name_validator());
+  a->add_option("--reason", abort.reason, "Text every participant prints on stderr")
+      ->check(text_validator("reason"));
+  add_common(a, abort.common, abort_text);
+  set_footer(a, "Example:\n  tfbarrier abort --name epoch3 --reason 'rank 4 ran out of memory'\n");
+}
+
+void define_status(CLI::App& app, parsed_values& v) {
+  status_options& status = v.status;
+  common_text& status_text = v.status_text;
+  CLI::App*& st = v.st;
+  st = app.add_subcommand("status", "Show the barriers the host holds");
+  st->add_option("--name", status.name, "Only this barrier, with its members")->check(name_validator());
+  st->add_flag("--json", status.json, "JSON for scripts (see tfbarrier(1))");
+  st->add_flag("--all-scopes", status.all_scopes, "Barriers of every scope, not just this job's");
+  add_common(st, status.common, status_text);
+  set_footer(st, "Examples:\n  tfbarrier status\n  tfbarrier status --name epoch3 --json | jq .barriers[0].missing\n");
+}
+
+void define_config(CLI::App& app, parsed_values& v) {
+  config_options& config = v.config;
+  common_text& config_text = v.config_text;
+  CLI::App*& cf = v.cf;
+  cf = app.add_subcommand("config", "Print every resolved setting and where it came from");
+  add_counts(cf, config.n, config.rank, "As for wait", "As for wait");
+  cf->add_flag("--json", config.json, "JSON for scripts");
+  add_common(cf, config.common, config_text);
+  set_footer(cf, "Example:\n  srun -n 2 tfbarrier config\n");
+}
+
+void define_secret(CLI::App& app, parsed_values& v) {
+  secret_options& secret = v.secret;
+  CLI::App*& sec = v.sec;
+  sec = app.add_subcommand("secret", "Write a fresh shared secret for authentication");
+  sec->add_option("--file", secret.file, "Where (default ~/.tfbarrier/secret, or TFBARRIER_SECRET_FILE)");
+  sec->add_flag("--force", secret.force, "Replace an existing secret (every node then needs the new one)");
+  set_footer(sec, "Example:\n  tfbarrier secret && tfbarrier serve --listen :7727\n");
+}
+
+void define_commands(CLI::App& app, std::string_view selected, parsed_values& v) {
+  // Build only the command being run: CLI11 spends most of a short command's
+  // start-up building options, and a `wait` needs only its own. With no command
+  // (or --help before it), build them all for the top-level help.
   auto want = [&](std::string_view name) { return selected.empty() || selected == name; };
+  if (want("serve")) define_serve(app, v);
+  if (want("wait")) define_wait(app, v);
+  if (want("decide")) define_decide(app, v);
+  if (want("abort")) define_abort(app, v);
+  if (want("status")) define_status(app, v);
+  if (want("config")) define_config(app, v);
+  if (want("secret")) define_secret(app, v);
+}
 
-  // serve
-  serve_options serve;
-  std::string idle_exit, forget_after;
-  CLI::App* s = nullptr;
-  if (want("serve")) {
-    s = app.add_subcommand("serve", "Run the rendezvous host");
-    s->add_option("--listen", serve.listen,
-                  "Listen on HOST:PORT, :PORT (all interfaces) or [IPv6]:PORT; port 0 picks a free port "
-                  "(default: the resolved host address, else 127.0.0.1:7727)")
-        ->envname("TFBARRIER_LISTEN");
-    s->add_flag("--daemon", serve.daemon, "Detach and print shell assignments of TFBARRIER_ADDR and TFBARRIER_PID");
-    s->add_option("--log", serve.log_file, "Append the log to FILE (default: stderr; with --daemon $TMPDIR/tfbarrier-serve-UID.log)");
-    s->add_option("--idle-exit", idle_exit, "Exit after no barrier has been active for DUR")->check(duration_validator());
-    s->add_option("--forget-after", forget_after, "Forget idle barriers and aborts after DUR (default 1h, at least 1s)")
-        ->check(duration_validator(std::chrono::seconds(1)));
-    s->add_flag("-q,--quiet", serve.quiet, "Log only warnings, not every arrival and release");
-    s->add_option("--state-dir", serve.state_dir,
-                  "Journal verdicts and releases in DIR (flushed before they are acknowledged) and restore them at start")
-        ->envname("TFBARRIER_STATE_DIR");
-    s->add_option("--max-connections", serve.max_connections, "Refuse connections past N (default: the descriptor limit)")
-        ->transform(connection_limit_validator());
-    s->add_option("--max-per-address", serve.max_per_address, "Refuse connections past N from one address (default 16384)")
-        ->transform(connection_limit_validator());
-    s->add_flag("--self-started", serve.self_started, "(internal) started by a participant")->group("");
-    s->add_option("--secret-file", serve.secret_file,
-                  "Require clients to know the secret in FILE (default ~/.tfbarrier/secret; made on first use "
-                  "when listening beyond loopback)")
-        ->envname("TFBARRIER_SECRET_FILE");
-    s->add_flag("--no-munge", serve.no_munge, "Beyond loopback, use the secret file even where munged runs");
-    s->add_flag("--insecure", serve.insecure, "Listen beyond loopback without authentication: anyone who can connect "
-                                              "can arrive, decide and abort");
-    set_footer(s, "Examples:\n"
-        "  tfbarrier serve --listen 127.0.0.1:0          # prints TFBARRIER_ADDR=127.0.0.1:PORT\n"
-        "  eval \"$(tfbarrier serve --daemon --idle-exit 1h)\"; ...; kill $TFBARRIER_PID\n");
-  }
-
-  // wait
-  wait_cmd_options wait;
-  std::string wait_timeout, wait_progress;
-  common_text wait_text;
-  CLI::App* w = nullptr;
-  if (want("wait")) {
-    w = app.add_subcommand("wait", "Arrive at a barrier and block until it releases");
-    w->add_option("--name", wait.name, "Barrier name (1-128 of A-Z a-z 0-9 . _ : -)")
-        ->required()
-        ->envname("TFBARRIER_NAME")
-        ->check(name_validator());
-    add_counts(w, wait.n, wait.rank, "Participants in the round (default: from the launcher)",
-               "This participant's rank, 0 to n-1 (default: from the launcher)");
-    w->add_flag("--chief", wait.chief, "Arrive as the chief: return when all are present; the others wait for `decide`");
-    w->add_option("--timeout", wait_timeout, "Withdraw and exit 124 when not released DUR after arriving (default: no timeout; "
-                  "connecting is bounded by --connect-timeout)")
-        ->envname("TFBARRIER_TIMEOUT")
-        ->check(duration_validator());
-    w->add_option("--progress", wait_progress,
-                  "Report progress every DUR, at least 100ms; 0 for none (default 1s on a terminal, else 30s)")
-        ->check(duration_validator(std::chrono::milliseconds(100), true));
-    add_common(w, wait.common, wait_text);
-    set_footer(w, "Examples:\n"
-        "  tfbarrier wait --name epoch3 --n 6 --rank 2\n"
-        "  msg=$(tfbarrier wait --name epoch3 --timeout 10m); rc=$?   # rc 0 go on, 1 stop\n"
-        "  tfbarrier wait --name epoch3 --chief && ./evaluate && tfbarrier decide continue\n");
-  }
-
-  // decide
-  decide_options decide;
-  std::string decide_timeout;
-  common_text decide_text;
-  CLI::App* d = nullptr;
-  if (want("decide")) {
-    d = app.add_subcommand("decide", "Give the chief's verdict for the current round");
-    d->add_option("verdict", decide.verdict, "continue or stop")->required()->check(verdict_validator());
-    d->add_option("--name", decide.name, "Barrier name (default: the one round that awaits a verdict)")
-        ->envname("TFBARRIER_NAME")
-        ->check(name_validator());
-    d->add_option("-m,--message", decide.message, "Text every participant prints on stdout")
-        ->check(text_validator("message"));
-    d->add_flag("--no-wait", decide.no_wait, "Return once the verdict is recorded, not when it is delivered");
-    d->add_option("--timeout", decide_timeout,
-                  "Exit 124 when the round has not released DUR after the verdict was recorded; the verdict "
-                  "stands (default: no timeout)")
-        ->envname("TFBARRIER_TIMEOUT")
-        ->check(duration_validator());
-    add_counts(d, decide.n, decide.rank, "Participants in the round, if the chief arrives with this verdict",
-               "The chief's rank, if it arrives with this verdict");
-    add_common(d, decide.common, decide_text);
-    set_footer(d, "Examples:\n"
-        "  tfbarrier decide stop --message 'validation loss went up'\n"
-        "  tfbarrier decide continue --name epoch3 --n 6 --rank 0   # one step: arrive with the verdict\n");
-  }
-
-  // abort
-  abort_options abort;
-  common_text abort_text;
-  CLI::App* a = nullptr;
-  if (want("abort")) {
-    a = app.add_subcommand("abort", "Abort the current round: everyone in it exits 3");
-    a->add_option("--name", abort.name, "Barrier name")->required()->envname("TFBARRIER_NAME")->check(name_validator());
-    a->add_option("--reason", abort.reason, "Text every participant prints on stderr")
-        ->check(text_validator("reason"));
-    add_common(a, abort.common, abort_text);
-    set_footer(a, "Example:\n  tfbarrier abort --name epoch3 --reason 'rank 4 ran out of memory'\n");
-  }
-
-  // status
-  status_options status;
-  common_text status_text;
-  CLI::App* st = nullptr;
-  if (want("status")) {
-    st = app.add_subcommand("status", "Show the barriers the host holds");
-    st->add_option("--name", status.name, "Only this barrier, with its members")->check(name_validator());
-    st->add_flag("--json", status.json, "JSON for scripts (see tfbarrier(1))");
-    st->add_flag("--all-scopes", status.all_scopes, "Barriers of every scope, not just this job's");
-    add_common(st, status.common, status_text);
-    set_footer(st, "Examples:\n  tfbarrier status\n  tfbarrier status --name epoch3 --json | jq .barriers[0].missing\n");
-  }
-
-  // config
-  config_options config;
-  common_text config_text;
-  CLI::App* cf = nullptr;
-  if (want("config")) {
-    cf = app.add_subcommand("config", "Print every resolved setting and where it came from");
-    add_counts(cf, config.n, config.rank, "As for wait", "As for wait");
-    cf->add_flag("--json", config.json, "JSON for scripts");
-    add_common(cf, config.common, config_text);
-    set_footer(cf, "Example:\n  srun -n 2 tfbarrier config\n");
-  }
-
-  // secret
-  secret_options secret;
-  CLI::App* sec = nullptr;
-  if (want("secret")) {
-    sec = app.add_subcommand("secret", "Write a fresh shared secret for authentication");
-    sec->add_option("--file", secret.file, "Where (default ~/.tfbarrier/secret, or TFBARRIER_SECRET_FILE)");
-    sec->add_flag("--force", secret.force, "Replace an existing secret (every node then needs the new one)");
-    set_footer(sec, "Example:\n  tfbarrier secret && tfbarrier serve --listen :7727\n");
-  }
-
+void label_options(CLI::App& app, int argc, char** argv) {
   // --help shows what each option takes (DUR, FILE, HOST:PORT), not CLI11's
   // "TEXT:DUR" or "UINT:in [1 - 1000000]". Only when help is asked for.
   bool any_help = false;
@@ -532,6 +533,138 @@ int run_cli(int argc, char** argv) {
       }
   }
 
+}
+
+/// Prints a parse error in our words and returns the usage exit code.
+int report_parse_error(CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
+  CLI::App* sub = nullptr;  // the command that was being parsed, if any
+  for (auto* parsed : app.get_subcommands()) sub = parsed;
+  std::string which = sub ? sub->get_name() : "";
+  // CLI11 writes sentences ("The following argument was not expected: x"); ours start lower-case.
+  std::string text = e.what();
+  // CLI11 checks required options before unknown arguments, so a typo such
+  // as `wait --nme x` would be reported as the missing --name: name the typo.
+  // And list unexpected arguments in the order given (CLI11 reverses them).
+  // A lone `--` left over (`decide -- $EMPTY`) is not a typo: keep CLI11's text then.
+  if (sub && (dynamic_cast<const CLI::RequiredError*>(&e) || dynamic_cast<const CLI::ExtrasError*>(&e))) {
+    // app's own as well: CLI11 hands what follows `--` to the top level.
+    auto extra = in_given_order(app.remaining(true), argc, argv);
+    std::erase(extra, "--");
+    if (!extra.empty())
+      text = fmt::format("the following argument{} not expected: {}{}", extra.size() > 1 ? "s were" : " was",
+                         fmt::join(extra, " "), option_hint(sub, extra));
+  }
+  // A typo that made a bad value look like the verdict (`decide --nme x stop`
+  // takes x as the verdict): name the unknown option, not the value.
+  if (sub && dynamic_cast<const CLI::ValidationError*>(&e)) {
+    auto extra = sub->remaining();
+    std::erase_if(extra, [](const std::string& arg) { return arg.size() < 2 || arg[0] != '-' || arg == "--"; });
+    if (!extra.empty())
+      text = fmt::format("unknown option{} {}{}", extra.size() > 1 ? "s" : "", fmt::join(extra, " "),
+                         option_hint(sub, extra));
+  }
+  if (text.size() > 1 && text[0] >= 'A' && text[0] <= 'Z' && text[1] >= 'a' && text[1] <= 'z')
+    text[0] = static_cast<char>(text[0] - 'A' + 'a');
+  // "--timeout: 1 required TEXT:DUR missing": say it plainly.
+  if (auto at = text.find(": 1 required "); at != std::string::npos && text.ends_with(" missing"))
+    text = text.substr(0, at) + " needs a value";
+  // A bad value that came from the environment: name the variable, which is
+  // what the user must fix ("TFBARRIER_KEEPALIVE (for --keepalive): ...").
+  if (sub)
+    for (const CLI::Option* o : sub->get_options()) {
+      std::string name = o->get_name(false, true), env = o->get_envname();
+      if (env.empty() || !text.starts_with(name + ": ") || !std::getenv(env.c_str())) continue;
+      bool typed = false;
+      for (int i = 1; i < argc; ++i) {
+        std::string_view arg = argv[i];
+        typed = typed || arg == name || arg.starts_with(name + "=");
+      }
+      if (!typed) text = fmt::format("{} (for {}): {}", env, name, text.substr(name.size() + 2));
+    }
+  print_error(text);
+  tfb::print(stderr, "Run 'tfbarrier{}{} --help' for usage.\n", which.empty() ? "" : " ", which);
+  return exit_code::usage;
+}
+
+/// Converts what is typed (durations) and runs the command that was parsed.
+int dispatch(parsed_values& v) {
+  if (v.s && v.s->parsed()) {
+    set_duration(v.idle_exit, v.serve.idle_exit);
+    set_duration(v.forget_after, v.serve.forget_after);
+    return run_serve(v.serve);
+  }
+  if (v.w && v.w->parsed()) {
+    set_duration(v.wait_timeout, v.wait.timeout);
+    set_duration(v.wait_progress, v.wait.progress);
+    set_common(v.wait_text, v.wait.common);
+    return run_wait(v.wait);
+  }
+  if (v.d && v.d->parsed()) {
+    set_duration(v.decide_timeout, v.decide.timeout);
+    set_common(v.decide_text, v.decide.common);
+    return run_decide(v.decide);
+  }
+  if (v.a && v.a->parsed()) {
+    set_common(v.abort_text, v.abort.common);
+    return run_abort(v.abort);
+  }
+  if (v.st && v.st->parsed()) {
+    set_common(v.status_text, v.status.common);
+    return run_status(v.status);
+  }
+  if (v.sec && v.sec->parsed()) return run_secret(v.secret);
+  if (v.cf && v.cf->parsed()) {
+    set_common(v.config_text, v.config.common);
+    return run_config(v.config);
+  }
+  return exit_code::usage;
+}
+
+}  // namespace
+
+int run_cli(int argc, char** argv) {
+  // `tfbarrier help [COMMAND]`, as git and cargo have it: the same as
+  // `tfbarrier [COMMAND] --help`.
+  if (argc > 3 && std::string_view(argv[1]) == "help") {
+    std::string words;
+    for (int i = 2; i < argc; ++i) words += fmt::format("{}{}", i > 2 ? " " : "", argv[i]);
+    print_error(fmt::format("help takes one command at most, not '{}'", words));
+    tfb::print(stderr, "Run 'tfbarrier help [COMMAND]'.\n");
+    return exit_code::usage;
+  }
+  if (argc >= 2 && argc <= 3 && std::string_view(argv[1]) == "help") {
+    static std::string help_flag = "--help";
+    static std::vector<char*> args;
+    args = {argv[0]};
+    if (argc == 3) args.push_back(argv[2]);
+    args.push_back(help_flag.data());
+    args.push_back(nullptr);
+    return run_cli(static_cast<int>(args.size()) - 1, args.data());
+  }
+  // Never destroyed: the process exits soon after the command returns, and
+  // tearing CLI11's options down cost a `wait` 40,000 instructions (6%). A
+  // static keeps it reachable, so leak checkers do not report it.
+  static CLI::App* command_line = nullptr;
+  CLI::App& app = *(command_line = new CLI::App{"tfbarrier: a named, reusable barrier for cluster job scripts.\n"
+               "After each epoch every worker waits at a barrier; the chief (rank 0) decides\n"
+               "whether the job goes on (exit 0) or stops (exit 1).",
+               "tfbarrier"});
+  app.set_version_flag("--version", fmt::format("tfbarrier {} (protocol {})", tfb::version, protocol_version));
+  app.require_subcommand(1);
+  app.formatter(std::make_shared<help_formatter>());  // before the commands: they take it from here
+  set_footer(&app, "Examples:\n"
+      "  eval \"$(tfbarrier serve --daemon)\"           # start a host, export TFBARRIER_ADDR\n"
+      "  tfbarrier wait --name epoch3 --n 6 --rank 2   # a worker: block until all 6 arrive\n"
+      "  tfbarrier wait --name epoch3 --n 6 --chief    # the chief: return when all are here\n"
+      "  tfbarrier decide stop --message 'converged'   # the chief's verdict: everyone exits 1\n"
+      "  tfbarrier status                              # what the host holds\n"
+      "Run 'tfbarrier COMMAND --help' (or 'tfbarrier help COMMAND') for one command. See tfbarrier(1).\n");
+
+  std::string_view selected;
+  if (int rc = check_command_word(argc, argv, selected); rc >= 0) return rc;
+  parsed_values v;
+  define_commands(app, selected, v);
+  label_options(app, argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -541,85 +674,9 @@ int run_cli(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    CLI::App* sub = nullptr;  // the command that was being parsed, if any
-    for (auto* parsed : app.get_subcommands()) sub = parsed;
-    std::string which = sub ? sub->get_name() : "";
-    // CLI11 writes sentences ("The following argument was not expected: x"); ours start lower-case.
-    std::string text = e.what();
-    // CLI11 checks required options before unknown arguments, so a typo such
-    // as `wait --nme x` would be reported as the missing --name: name the typo.
-    // And list unexpected arguments in the order given (CLI11 reverses them).
-    // A lone `--` left over (`decide -- $EMPTY`) is not a typo: keep CLI11's text then.
-    if (sub && (dynamic_cast<const CLI::RequiredError*>(&e) || dynamic_cast<const CLI::ExtrasError*>(&e))) {
-      // app's own as well: CLI11 hands what follows `--` to the top level.
-      auto extra = in_given_order(app.remaining(true), argc, argv);
-      std::erase(extra, "--");
-      if (!extra.empty())
-        text = fmt::format("the following argument{} not expected: {}{}", extra.size() > 1 ? "s were" : " was",
-                           fmt::join(extra, " "), option_hint(sub, extra));
-    }
-    // A typo that made a bad value look like the verdict (`decide --nme x stop`
-    // takes x as the verdict): name the unknown option, not the value.
-    if (sub && dynamic_cast<const CLI::ValidationError*>(&e)) {
-      auto extra = sub->remaining();
-      std::erase_if(extra, [](const std::string& arg) { return arg.size() < 2 || arg[0] != '-' || arg == "--"; });
-      if (!extra.empty())
-        text = fmt::format("unknown option{} {}{}", extra.size() > 1 ? "s" : "", fmt::join(extra, " "),
-                           option_hint(sub, extra));
-    }
-    if (text.size() > 1 && text[0] >= 'A' && text[0] <= 'Z' && text[1] >= 'a' && text[1] <= 'z')
-      text[0] = static_cast<char>(text[0] - 'A' + 'a');
-    // "--timeout: 1 required TEXT:DUR missing": say it plainly.
-    if (auto at = text.find(": 1 required "); at != std::string::npos && text.ends_with(" missing"))
-      text = text.substr(0, at) + " needs a value";
-    // A bad value that came from the environment: name the variable, which is
-    // what the user must fix ("TFBARRIER_KEEPALIVE (for --keepalive): ...").
-    if (sub)
-      for (const CLI::Option* o : sub->get_options()) {
-        std::string name = o->get_name(false, true), env = o->get_envname();
-        if (env.empty() || !text.starts_with(name + ": ") || !std::getenv(env.c_str())) continue;
-        bool typed = false;
-        for (int i = 1; i < argc; ++i) {
-          std::string_view arg = argv[i];
-          typed = typed || arg == name || arg.starts_with(name + "=");
-        }
-        if (!typed) text = fmt::format("{} (for {}): {}", env, name, text.substr(name.size() + 2));
-      }
-    print_error(text);
-    tfb::print(stderr, "Run 'tfbarrier{}{} --help' for usage.\n", which.empty() ? "" : " ", which);
-    return exit_code::usage;
+    return report_parse_error(app, e, argc, argv);
   }
-
-  if (s && s->parsed()) {
-    set_duration(idle_exit, serve.idle_exit);
-    set_duration(forget_after, serve.forget_after);
-    return run_serve(serve);
-  }
-  if (w && w->parsed()) {
-    set_duration(wait_timeout, wait.timeout);
-    set_duration(wait_progress, wait.progress);
-    set_common(wait_text, wait.common);
-    return run_wait(wait);
-  }
-  if (d && d->parsed()) {
-    set_duration(decide_timeout, decide.timeout);
-    set_common(decide_text, decide.common);
-    return run_decide(decide);
-  }
-  if (a && a->parsed()) {
-    set_common(abort_text, abort.common);
-    return run_abort(abort);
-  }
-  if (st && st->parsed()) {
-    set_common(status_text, status.common);
-    return run_status(status);
-  }
-  if (sec && sec->parsed()) return run_secret(secret);
-  if (cf && cf->parsed()) {
-    set_common(config_text, config.common);
-    return run_config(config);
-  }
-  return exit_code::usage;
+  return dispatch(v);
 }
 
 }  // namespace tfb

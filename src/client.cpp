@@ -9,11 +9,11 @@
 #include <algorithm>
 #include <random>
 
+#include "address.h"
 #include "auth.h"
 #include "client_conn.h"
 #include "exit_codes.h"
 #include "munge_auth.h"
-#include "host.h"
 #include "text.h"
 #include "version.h"
 
@@ -149,8 +149,9 @@ class engine {
   }
 
   awaitable<bool> connect() {
-    std::string host, port;
-    if (!split_host_port(o_.addr, host, port) || host.empty()) {
+    std::string why;
+    auto at = parse_address(o_.addr, address_use::connect, why);
+    if (!at) {
       finish(outcome{exit_code::usage, "",
                      fmt::format("bad host address '{}': expected HOST:PORT (set --addr or TFBARRIER_ADDR)", o_.addr)});
       co_return false;
@@ -172,6 +173,8 @@ class engine {
       asio::error_code ignored;
       socket_.close(ignored);
     });
+    const std::string& host = at->host;
+    std::string port = std::to_string(at->port);
     tcp::resolver resolver(io_);
     std::uint32_t seed;
     auth::fill_random(&seed, sizeof seed);
@@ -189,8 +192,9 @@ class engine {
         results = co_await resolver.async_resolve(host, port, asio::redirect_error(use_awaitable, ec));
       }
       if (!ec) {
-        co_await asio::async_connect(socket_, results, asio::redirect_error(use_awaitable, ec));
+        auto peer = co_await asio::async_connect(socket_, results, asio::redirect_error(use_awaitable, ec));
         if (!ec) {
+          peer_loopback_ = is_loopback(peer.data());
           asio::error_code ignored;
           socket_.set_option(tcp::no_delay(true), ignored);
           co_return true;
@@ -280,10 +284,7 @@ class engine {
     last_heard_ = clock::now();
     // Without a secret the request rides with HELLO; with one it waits for the host's proof.
     // Beyond loopback a host authenticates (MUNGE or a secret), so there is nothing to gain.
-    std::string h_host, h_port;
-    split_host_port(o_.addr, h_host, h_port);
-    bool loopback = h_host.starts_with("127.") || h_host == "::1" || h_host == "localhost";
-    pipelined_ = loopback && !o_.secret && !no_pipeline_;
+    pipelined_ = peer_loopback_ && !o_.secret && !no_pipeline_;
     client::conn_config cfg{o_.addr, o_.client_host, o_.pid, resumable_ ? keepalive_every_ : duration(0),
                             o_.secret ? &*o_.secret : nullptr, pipelined_};
     conn_.emplace(cfg, env_, request);
@@ -383,6 +384,7 @@ class engine {
   std::optional<client::client_conn> conn_;  ///< the current (or last) connection's state
   bool resumable_ = false;
   bool pipelined_ = false, no_pipeline_ = false;
+  bool peer_loopback_ = false;  // the address connected to is this machine's (address.h)
   std::uint64_t conn_gen_ = 0;  ///< which connection the write queue belongs to
   std::string lost_;            ///< why the last connection was lost, for the final message
   bool connected_ = false;

@@ -3,6 +3,7 @@
 // README.md repeat it; tests/bats/man.bats checks they agree.
 
 namespace tfb::exit_code {
+inline constexpr int ok = 0;                 ///< success: a command that is not a wait did what it was asked
 inline constexpr int released_continue = 0;  ///< released; the verdict is "continue" (or no chief)
 inline constexpr int released_stop = 1;      ///< released; the chief's verdict is "stop"
 inline constexpr int usage = 2;              ///< bad command line or bad value

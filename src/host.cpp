@@ -27,6 +27,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "address.h"
 #include "auth.h"
 #include "barrier.h"
 #include "door.h"
@@ -43,25 +44,6 @@ using asio::awaitable;
 using asio::ip::tcp;
 using asio::use_awaitable;
 using namespace std::chrono_literals;
-
-bool split_host_port(const std::string& s, std::string& host, std::string& port) {
-  if (!s.empty() && s[0] == '[') {
-    auto close = s.find(']');
-    if (close == std::string::npos || close + 1 >= s.size() || s[close + 1] != ':') return false;
-    host = s.substr(1, close - 1);
-    port = s.substr(close + 2);
-  } else {
-    auto colon = s.rfind(':');
-    if (colon == std::string::npos) return false;
-    host = s.substr(0, colon);
-    port = s.substr(colon + 1);
-    if (host.find(':') != std::string::npos) return false;  // bare IPv6 needs brackets
-  }
-  if (port.empty() || port.size() > 5) return false;
-  for (char c : port)
-    if (c < '0' || c > '9') return false;
-  return std::stoi(port) <= 65535;
-}
 
 namespace {
 
@@ -498,15 +480,18 @@ bool server::open_journal(std::string& error) {
 
 
 bool server::listen(std::string& error) {
-  std::string host, port;
-  if (!split_host_port(opts_.listen, host, port)) {
+  std::string why;
+  auto listen_at = parse_address(opts_.listen, address_use::listen, why);
+  if (!listen_at) {
     error = fmt::format("cannot listen on '{}': expected HOST:PORT, :PORT or [IPv6]:PORT", opts_.listen);
     return false;
   }
+  const std::string& host = listen_at->host;
+  std::string port = std::to_string(listen_at->port);
   asio::error_code ec;
   tcp::endpoint ep;
   if (host.empty()) {
-    ep = tcp::endpoint(tcp::v4(), static_cast<unsigned short>(std::stoi(port)));
+    ep = tcp::endpoint(tcp::v4(), listen_at->port);
   } else {
     tcp::resolver resolver(io_);
     auto results = resolver.resolve(host, port, tcp::resolver::passive | tcp::resolver::numeric_service, ec);

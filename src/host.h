@@ -36,7 +36,4 @@ struct host_options {
 /// on failure to listen sets error to a full sentence.
 int run_host(const host_options& o, std::string& error);
 
-/// Splits "HOST:PORT", ":PORT", "[v6]:PORT". Empty host means all interfaces.
-bool split_host_port(const std::string& s, std::string& host, std::string& port);
-
 }  // namespace tfb

@@ -7,7 +7,11 @@
 #include "text.h"
 #include <limits>
 #include <optional>
+#include <vector>
 
+// Only the first name is ever needed (the host runs on the first node), but
+// the whole expression is checked, so that a malformed list is an error.
+//
 // Grammar (a superset of what Slurm prints in SLURM_JOB_NODELIST):
 //
 //   list    := item ("," item)*
@@ -16,9 +20,8 @@
 //   range   := digits ["-" digits]          lo <= hi
 //   literal := any printable byte except space, ",", "[", "]"
 //
-// Several groups expand as Slurm does: the leftmost group varies slowest.
-// Each range is zero-padded to the width of its lower bound ("08-11" -> 08..11,
-// "8-011" -> 8..11). Names come out in the order written, duplicates kept.
+// A number is zero-padded to the width of the lower bound as written
+// ("node[08-11]" starts with node08).
 // Text after the last group ("n[1-2]-ib") is accepted; Slurm itself rejects it.
 
 namespace tfb {
@@ -234,129 +237,20 @@ void append_padded(std::string& out, std::uint64_t v, std::size_t width) {
   out.append(buf, digits);
 }
 
-/// Where the odometer stands in one group.
-struct cursor {
-  std::size_t range = 0;
-  std::uint64_t value = 0;
-};
-
-std::string name_at(const pattern& p, const std::vector<cursor>& at) {
-  std::string name;
-  for (std::size_t g = 0; g < p.groups.size(); ++g) {
-    name += p.literals[g];
-    append_padded(name, at[g].value, p.groups[g][at[g].range].width);
-  }
-  name += p.literals.back();
-  return name;
-}
-
-void expand_pattern(const pattern& p, std::vector<std::string>& out) {
-  std::vector<cursor> at(p.groups.size());
-  for (std::size_t g = 0; g < p.groups.size(); ++g) at[g] = {0, p.groups[g][0].lo};
-  while (true) {
-    out.push_back(name_at(p, at));
-    // Advance the rightmost group; carry leftwards.
-    std::size_t g = p.groups.size();
-    while (g > 0) {
-      --g;
-      cursor& c = at[g];
-      const group& grp = p.groups[g];
-      if (c.value < grp[c.range].hi) {
-        ++c.value;
-        break;
-      }
-      if (c.range + 1 < grp.size()) {
-        ++c.range;
-        c.value = grp[c.range].lo;
-        break;
-      }
-      c = {0, grp[0].lo};
-      if (g == 0) return;
-    }
-    if (p.groups.empty()) return;
-  }
-}
-
 }  // namespace
-
-std::vector<std::string> expand_hostlist(std::string_view expr, std::string& error) {
-  auto parsed = list_parser(expr, error).run();
-  if (!parsed) return {};
-  std::vector<std::string> out;
-  out.reserve(parsed->count);
-  for (const auto& item : parsed->items) expand_pattern(item, out);
-  return out;
-}
 
 std::string first_host(std::string_view expr, std::string& error) {
   auto parsed = list_parser(expr, error).run();
   if (!parsed) return {};
+  // The first name: each group at the lower bound of its first range.
   const pattern& p = parsed->items.front();
-  std::vector<cursor> at(p.groups.size());
-  for (std::size_t g = 0; g < p.groups.size(); ++g) at[g] = {0, p.groups[g][0].lo};
-  return name_at(p, at);
-}
-
-std::vector<std::uint32_t> expand_tasks_per_node(std::string_view expr, std::string& error) {
-  auto fail = [&](std::size_t at, const std::string& why) {
-    error = fmt::format("bad tasks-per-node list {} at character {}: {} (write counts like \"4,1(x2)\")",
-                        quote_text(expr), at + 1, why);
-    return std::vector<std::uint32_t>{};
-  };
-  if (expr.empty()) {
-    error = "bad tasks-per-node list \"\": it is empty (write counts like \"4,1(x2)\")";
-    return {};
+  std::string name;
+  for (std::size_t g = 0; g < p.groups.size(); ++g) {
+    name += p.literals[g];
+    append_padded(name, p.groups[g][0].lo, p.groups[g][0].width);
   }
-  std::vector<std::uint32_t> out;
-  std::size_t pos = 0;
-  auto number = [&](std::uint32_t& v) -> bool {
-    std::size_t start = pos;
-    while (pos < expr.size() && is_digit(expr[pos])) ++pos;
-    if (pos == start) return false;
-    auto [p, ec] = std::from_chars(expr.data() + start, expr.data() + pos, v);
-    return ec == std::errc{} && p == expr.data() + pos;
-  };
-  auto describe = [&](std::size_t at) -> std::string {
-    if (at >= expr.size()) return "the list ends";
-    char c = expr[at];
-    if (is_space_or_control(c)) return c == ' ' ? "a space" : "whitespace or a control character";
-    return fmt::format("'{}'", c);
-  };
-  while (true) {
-    std::size_t start = pos;
-    std::uint32_t count = 0;
-    if (!number(count)) {
-      if (pos > start) return fail(start, "the count is too large");
-      if (pos < expr.size() && expr[pos] == ',') return fail(pos, "an empty entry");
-      if (pos >= expr.size()) return fail(pos, "an empty entry");
-      return fail(pos, describe(pos) + " where a count belongs");
-    }
-    std::uint32_t times = 1;
-    if (pos < expr.size() && expr[pos] == '(') {
-      std::size_t open = pos;
-      if (pos + 1 >= expr.size() || expr[pos + 1] != 'x') return fail(pos + 1, describe(pos + 1) + " where 'x' belongs");
-      pos += 2;
-      std::size_t rep_start = pos;
-      if (!number(times)) {
-        if (pos > rep_start) return fail(rep_start, "the repetition is too large");
-        return fail(pos, describe(pos) + " where a repetition count belongs");
-      }
-      if (times == 0) return fail(rep_start, "a repetition of 0");
-      if (pos >= expr.size() || expr[pos] != ')') {
-        if (pos >= expr.size()) return fail(open, "a '(' that is never closed");
-        return fail(pos, describe(pos) + " where ')' belongs");
-      }
-      ++pos;
-    }
-    if (times > max_hostlist_hosts - out.size())
-      return fail(start, fmt::format("it expands to more than {} entries", max_hostlist_hosts));
-    out.insert(out.end(), times, count);
-    if (pos == expr.size()) break;
-    if (expr[pos] != ',') return fail(pos, describe(pos) + " where ',' or '(x' belongs");
-    ++pos;
-    if (pos == expr.size()) return fail(pos, "an empty entry");
-  }
-  return out;
+  name += p.literals.back();
+  return name;
 }
 
 }  // namespace tfb

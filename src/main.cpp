@@ -7,13 +7,14 @@
 
 #include "cli.h"
 #include "protocol.h"
+#include "exit_codes.h"
 #include "version.h"
 
 int main(int argc, char** argv) {
   // --version is answered before anything else is built: it is the startup floor.
   if (argc == 2 && std::strcmp(argv[1], "--version") == 0) {
     std::printf("tfbarrier %s (protocol %d)\n", tfb::version, tfb::protocol_version);
-    return 0;
+    return tfb::exit_code::ok;
   }
   // Started with stdin, stdout or stderr closed (`tfbarrier wait >&-`), the
   // first socket or pipe would take that number, and a message meant for

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
+#include "address.h"
 #include "hostlist.h"
 #include "protocol.h"
 
@@ -17,8 +18,6 @@ namespace {
 
 constexpr std::uint32_t max_tasks = proto::max_n;
 constexpr std::uint32_t max_rank = max_tasks - 1;
-constexpr std::size_t max_scope = 128;
-constexpr std::size_t max_hostname = 253;
 /// Slurm ports: slurm_port_base + job id % slurm_port_span, i.e. 10000-29999,
 /// below the Linux ephemeral range (32768-60999) so no client socket holds it.
 constexpr std::uint64_t slurm_port_base = 10000;
@@ -58,44 +57,12 @@ std::optional<std::uint16_t> parse_port(std::string_view s) {
   return static_cast<std::uint16_t>(*v);
 }
 
-bool is_alnum(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
-bool is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
-
-bool valid_scope(std::string_view s) {
-  if (s.empty() || s.size() > max_scope) return false;
-  for (char c : s)
-    if (!is_alnum(c) && c != '.' && c != '_' && c != ':' && c != '-') return false;
-  return true;
+/// What a scope must be, for an error about `scope`. The rule is the wire's
+/// (proto::valid_name), so that what passes here is what the host accepts.
+std::string scope_rule_for(std::string_view scope) {
+  if (scope == "-") return fmt::format("a lone - means none on the wire; {}", scope_rule);
+  return std::string(scope_rule);
 }
-
-bool valid_hostname(std::string_view s) {
-  if (s.empty() || s.size() > max_hostname) return false;
-  for (char c : s)
-    if (!is_alnum(c) && c != '.' && c != '-' && c != '_') return false;
-  return true;
-}
-
-/// Loose IPv6 literal check: hex digits, ':' and '.', at least two ':', an optional %zone.
-bool valid_ipv6(std::string_view s) {
-  auto zone = s.find('%');
-  std::string_view addr = s.substr(0, zone);
-  if (zone != std::string_view::npos) {
-    std::string_view z = s.substr(zone + 1);
-    if (z.empty()) return false;
-    for (char c : z)
-      if (!is_alnum(c) && c != '.' && c != '-' && c != '_') return false;
-  }
-  std::size_t colons = 0;
-  for (char c : addr) {
-    if (c == ':') {
-      ++colons;
-    } else if (!is_hex(c) && c != '.') {
-      return false;
-    }
-  }
-  return colons >= 2 && addr.size() <= 45;
-}
-
 /// Checks a host name or IP address, removing the brackets of "[v6]".
 /// nullopt + why (a clause) when it is neither.
 std::optional<std::string> check_host(std::string_view h, std::string& why) {
@@ -116,59 +83,6 @@ std::optional<std::string> check_host(std::string_view h, std::string& why) {
     why = "it is neither a host name (A-Z a-z 0-9 . - _) nor an IP address";
   }
   return std::nullopt;
-}
-
-struct host_port {
-  std::string host;
-  std::uint16_t port = 0;
-};
-
-/// "HOST:PORT" or "[v6]:PORT". nullopt + why (a clause) when malformed.
-std::optional<host_port> parse_addr(std::string_view a, std::string& why) {
-  std::string_view host, port;
-  if (a.empty()) {
-    why = "it is empty";
-    return std::nullopt;
-  }
-  if (a.front() == '[') {
-    auto close = a.find(']');
-    if (close == std::string_view::npos) {
-      why = "the '[' has no ']'";
-      return std::nullopt;
-    }
-    if (close + 1 >= a.size() || a[close + 1] != ':') {
-      why = "there is no :PORT after the ']'";
-      return std::nullopt;
-    }
-    host = a.substr(1, close - 1);
-    port = a.substr(close + 2);
-    if (!valid_ipv6(host)) {
-      why = "brackets hold only IPv6 addresses";
-      return std::nullopt;
-    }
-  } else {
-    auto colon = a.rfind(':');
-    if (colon == std::string_view::npos) {
-      why = "there is no :PORT";
-      return std::nullopt;
-    }
-    host = a.substr(0, colon);
-    port = a.substr(colon + 1);
-    if (host.find(':') != std::string_view::npos) {
-      why = "an IPv6 address needs brackets, as in [fd00::1]:7727";
-      return std::nullopt;
-    }
-    if (!valid_hostname(host)) {
-      why = host.empty() ? "the host is empty" : "the host is neither a host name (A-Z a-z 0-9 . - _) nor an IP address";
-      return std::nullopt;
-    }
-  }
-  auto p = parse_port(port);
-  if (!p) {
-    why = fmt::format("the port {} is not a number from 1 to 65535", quote_text(port));
-    return std::nullopt;
-  }
-  return host_port{std::string(host), *p};
 }
 
 /// How to read one numeric setting (n or rank).
@@ -236,15 +150,15 @@ class resolver {
 
   void detect_launcher() {
     if (has("SLURM_JOB_ID")) {
-      s_.launcher = "slurm";
+      s_.launcher = launcher_kind::slurm;
     } else if (has("TORCHELASTIC_RUN_ID") || (has("RANK") && has("WORLD_SIZE") && has("MASTER_ADDR"))) {
-      s_.launcher = "torchrun";
+      s_.launcher = launcher_kind::torchrun;
     } else if (has("OMPI_COMM_WORLD_SIZE")) {
-      s_.launcher = "openmpi";
+      s_.launcher = launcher_kind::openmpi;
     } else if (has("PMI_SIZE")) {
-      s_.launcher = "pmi";
+      s_.launcher = launcher_kind::pmi;
     } else {
-      s_.launcher = "none";
+      s_.launcher = launcher_kind::none;
     }
   }
 
@@ -259,7 +173,7 @@ class resolver {
     }
     if (addr) {
       std::string why;
-      auto hp = parse_addr(*addr, why);
+      auto hp = parse_address(*addr, address_use::connect, why);
       if (!hp)
         return fail(fmt::format("{} is not HOST:PORT: {}; write it as node01:7727 or [fd00::1]:7727",
                                 show(name, *addr), why));
@@ -285,7 +199,7 @@ class resolver {
       s_.addr_explicit = true;  // the man page's "explicit": --addr, TFBARRIER_ADDR or TFBARRIER_HOST
       return true;
     }
-    if (s_.launcher == "slurm") {
+    if (s_.launcher == launcher_kind::slurm) {
       for (std::string_view var : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}) {
         auto list = get(var);
         if (!list) continue;
@@ -303,7 +217,7 @@ class resolver {
                               "are not, so the host's node is unknown; {}",
                               addr_hint));
     }
-    if (s_.launcher == "torchrun") {
+    if (s_.launcher == launcher_kind::torchrun) {
       auto m = get("MASTER_ADDR");
       if (!m) return fail(fmt::format("torchrun's TORCHELASTIC_RUN_ID is set but MASTER_ADDR is not; {}", addr_hint));
       auto host = check_host(*m, why);
@@ -312,11 +226,11 @@ class resolver {
       return true;
     }
     s_.host = {std::string(loopback), "default"};
-    if (s_.launcher == "openmpi" || s_.launcher == "pmi") {
+    if (s_.launcher == launcher_kind::openmpi || s_.launcher == launcher_kind::pmi) {
       s_.warnings.push_back(fmt::format(
           "{} does not say where rank 0 runs, so the host address is {}: that works only when all ranks share one "
           "node; on more nodes set TFBARRIER_HOST (or TFBARRIER_ADDR) to rank 0's node",
-          s_.launcher == "openmpi" ? "Open MPI" : "PMI", loopback));
+          s_.launcher == launcher_kind::openmpi ? "Open MPI" : "PMI", loopback));
     }
     return true;
   }
@@ -331,7 +245,7 @@ class resolver {
       s_.port = {*port, "env:TFBARRIER_PORT"};
       return true;
     }
-    if (s_.launcher == "slurm") {
+    if (s_.launcher == launcher_kind::slurm) {
       auto job = get("SLURM_JOB_ID").value_or("");
       auto id = parse_decimal(job);
       if (!id)
@@ -371,18 +285,18 @@ class resolver {
   }
 
   bool resolve_n() {
-    const std::string& l = s_.launcher;
-    if (l == "slurm") return resolve_number(s_.n, n_rule, flags_.n, {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"});
-    if (l == "torchrun") return resolve_number(s_.n, n_rule, flags_.n, {"WORLD_SIZE"});
-    if (l == "openmpi") return resolve_number(s_.n, n_rule, flags_.n, {"OMPI_COMM_WORLD_SIZE"});
-    if (l == "pmi") return resolve_number(s_.n, n_rule, flags_.n, {"PMI_SIZE"});
+    const launcher_kind l = s_.launcher;
+    if (l == launcher_kind::slurm) return resolve_number(s_.n, n_rule, flags_.n, {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"});
+    if (l == launcher_kind::torchrun) return resolve_number(s_.n, n_rule, flags_.n, {"WORLD_SIZE"});
+    if (l == launcher_kind::openmpi) return resolve_number(s_.n, n_rule, flags_.n, {"OMPI_COMM_WORLD_SIZE"});
+    if (l == launcher_kind::pmi) return resolve_number(s_.n, n_rule, flags_.n, {"PMI_SIZE"});
     return resolve_number(s_.n, n_rule, flags_.n, {});
   }
 
   bool resolve_rank() {
-    const std::string& l = s_.launcher;
+    const launcher_kind l = s_.launcher;
     bool ok = true;
-    if (l == "slurm") {
+    if (l == launcher_kind::slurm) {
       // Only srun's tasks have a rank. The batch script itself has SLURM_PROCID=0 but no
       // SLURM_STEP_* variables: it is not task 0 and must not arrive as one.
       bool in_step = has("SLURM_STEP_NUM_TASKS") || has("SLURM_STEP_NODELIST");
@@ -395,11 +309,11 @@ class resolver {
               "SLURM_PROCID is ignored outside an srun step (no SLURM_STEP_NUM_TASKS): this shell is the batch "
               "script, not a task; pass --rank if it should count as one");
       }
-    } else if (l == "torchrun") {
+    } else if (l == launcher_kind::torchrun) {
       ok = resolve_number(s_.rank, rank_rule, flags_.rank, {"RANK"});
-    } else if (l == "openmpi") {
+    } else if (l == launcher_kind::openmpi) {
       ok = resolve_number(s_.rank, rank_rule, flags_.rank, {"OMPI_COMM_WORLD_RANK"});
-    } else if (l == "pmi") {
+    } else if (l == launcher_kind::pmi) {
       ok = resolve_number(s_.rank, rank_rule, flags_.rank, {"PMI_RANK"});
     } else {
       ok = resolve_number(s_.rank, rank_rule, flags_.rank, {});
@@ -424,19 +338,19 @@ class resolver {
 
   bool resolve_scope() {
     if (flags_.scope) {
-      if (!valid_scope(*flags_.scope))
-        return fail(fmt::format("{} is not a valid scope: {}", show("--scope", *flags_.scope), scope_rule));
+      if (!proto::valid_name(*flags_.scope))
+        return fail(fmt::format("{} is not a valid scope: {}", show("--scope", *flags_.scope), scope_rule_for(*flags_.scope)));
       s_.scope = {*flags_.scope, "flag:--scope"};
       return true;
     }
     if (auto v = get("TFBARRIER_SCOPE")) {
-      if (!valid_scope(*v))
+      if (!proto::valid_name(*v))
         return fail(fmt::format("{} is not a valid scope: {}; fix it or pass --scope", show("TFBARRIER_SCOPE", *v),
-                                scope_rule));
+                                scope_rule_for(*v)));
       s_.scope = {*v, "env:TFBARRIER_SCOPE"};
       return true;
     }
-    if (s_.launcher == "slurm") {
+    if (s_.launcher == launcher_kind::slurm) {
       auto job = get("SLURM_JOB_ID").value_or("");
       auto id = parse_decimal(job);
       if (!id)
@@ -448,12 +362,12 @@ class resolver {
       s_.scope = {fmt::format("slurm-{}.{}", *id, *restart), "derived:SLURM_JOB_ID"};
       return true;
     }
-    if (s_.launcher == "torchrun") {
+    if (s_.launcher == launcher_kind::torchrun) {
       if (auto run = get("TORCHELASTIC_RUN_ID")) {
         auto restart = optional_count("TORCHELASTIC_RESTART_COUNT");
         if (!restart) return false;
         std::string scope = fmt::format("torchrun-{}.{}", *run, *restart);
-        if (!valid_scope(scope))
+        if (!proto::valid_name(scope))
           return fail(fmt::format("{} gives the scope {}, which is not valid ({}); set TFBARRIER_SCOPE or pass --scope",
                                   show("TORCHELASTIC_RUN_ID", *run), quote_text(scope), scope_rule));
         s_.scope = {std::move(scope), "derived:TORCHELASTIC_RUN_ID"};
@@ -477,9 +391,9 @@ class resolver {
   void decide_may_start() {
     if (s_.addr_explicit) {
       s_.may_start_host = false;
-    } else if (s_.launcher == "slurm") {
+    } else if (s_.launcher == launcher_kind::slurm) {
       s_.may_start_host = s_.node.value && s_.host.value && *s_.node.value == *s_.host.value;
-    } else if (s_.launcher == "none") {
+    } else if (s_.launcher == launcher_kind::none) {
       s_.may_start_host = true;
     } else {
       s_.may_start_host = s_.rank.value && *s_.rank.value == 0;
@@ -511,11 +425,21 @@ nlohmann::ordered_json json_value(const sourced<T>& v) {
 
 }  // namespace
 
+std::string_view to_string(launcher_kind l) {
+  switch (l) {
+    case launcher_kind::slurm: return "slurm";
+    case launcher_kind::torchrun: return "torchrun";
+    case launcher_kind::openmpi: return "openmpi";
+    case launcher_kind::pmi: return "pmi";
+    case launcher_kind::none: break;
+  }
+  return "none";
+}
+
 std::string settings::addr() const {
   std::string h = host.value.value_or("");
-  if (h.find(':') != std::string::npos) h = "[" + h + "]";
-  if (!port.value) return h;
-  return fmt::format("{}:{}", h, *port.value);
+  if (!port.value) return h.find(':') != std::string::npos ? "[" + h + "]" : h;
+  return format_address(h, *port.value);
 }
 
 std::optional<settings> resolve_settings(const flag_inputs& flags, const env_lookup& env, std::string_view hostname,
@@ -528,7 +452,7 @@ std::string settings_to_text(const settings& s) {
     std::string key, value, source;
   };
   std::vector<row> rows;
-  rows.push_back({"launcher", s.launcher, ""});
+  rows.push_back({"launcher", std::string(to_string(s.launcher)), ""});
   rows.push_back({"addr", s.host.value ? s.addr() : "-", ""});
   rows.push_back({"host", text_value(s.host), s.host.source});
   rows.push_back({"port", text_value(s.port), s.port.source});
@@ -563,7 +487,7 @@ std::string settings_to_json(const settings& s) {
   j["n"] = json_value(s.n);
   j["rank"] = json_value(s.rank);
   j["scope"] = json_value(s.scope);
-  j["launcher"] = s.launcher;
+  j["launcher"] = to_string(s.launcher);
   j["node"] = json_value(s.node);
   j["may_start_host"] = s.may_start_host;
   j["addr_explicit"] = s.addr_explicit;

@@ -35,8 +35,13 @@ struct sourced {
   std::string source;
 };
 
+/// Who started this process, read from its variables.
+enum class launcher_kind { none, slurm, torchrun, openmpi, pmi };
+/// "none", "slurm", "torchrun", "openmpi" or "pmi", as `tfbarrier config` prints it.
+std::string_view to_string(launcher_kind l);
+
 struct settings {
-  std::string launcher;          ///< "slurm", "torchrun", "openmpi", "pmi" or "none"
+  launcher_kind launcher = launcher_kind::none;
   sourced<std::string> host;     ///< where the host runs (name or address)
   sourced<std::uint16_t> port;
   sourced<std::uint32_t> n;

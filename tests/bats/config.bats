@@ -252,6 +252,19 @@ slurm_step=(SLURM_JOB_ID=4242 SLURM_STEP_NUM_TASKS=6 SLURM_PROCID=3 SLURM_STEP_N
   NAMED=TFBARRIER_SCOPE bad_value "TFBARRIER_SCOPE=$(printf 'x%.0s' {1..129})"
 }
 
+@test "TFBARRIER_SCOPE=- is a usage error (2) for config and wait, not BADREQUEST from the host (70)" {
+  # The wire's "-" means "no value"; config once passed it and the host refused the ARRIVE.
+  NAMED=TFBARRIER_SCOPE bad_value TFBARRIER_SCOPE=-
+  [[ $stderr == *'TFBARRIER_SCOPE="-" is not a valid scope: a lone - means none on the wire'* ]]
+  start_host
+  TFBARRIER_SCOPE=- run --separate-stderr timeout 20 "$TFB" wait --name s --n 1
+  assert_equal "$status" 2
+  assert_equal "$output" ""
+  [[ $stderr == 'tfbarrier: error: TFBARRIER_SCOPE="-" is not a valid scope'* ]]
+  run --separate-stderr timeout 20 "$TFB" wait --name s --n 1 --scope -
+  assert_equal "$status" 2
+}
+
 @test "status and abort do not read the n and rank variables: a bad one does not stop them" {
   # status is what one runs when a job is misconfigured; neither takes --n or --rank.
   start_host

@@ -8,6 +8,9 @@
 #include <string>
 
 namespace tfb {
+// For GoogleTest's messages.
+void PrintTo(launcher_kind l, std::ostream* os) { *os << to_string(l); }
+
 namespace {
 
 using env_map = std::map<std::string, std::string, std::less<>>;
@@ -141,58 +144,58 @@ TEST(CountFlag, EscapesControlCharacters) {
   EXPECT_EQ(e.find('\x1b'), std::string::npos) << e;
 }
 
-TEST(Launcher, NoneWhenNothingIsSet) { EXPECT_EQ(ok({}).launcher, "none"); }
+TEST(Launcher, NoneWhenNothingIsSet) { EXPECT_EQ(ok({}).launcher, launcher_kind::none); }
 
-TEST(Launcher, SlurmWhenJobIdIsSet) { EXPECT_EQ(ok(slurm_step()).launcher, "slurm"); }
+TEST(Launcher, SlurmWhenJobIdIsSet) { EXPECT_EQ(ok(slurm_step()).launcher, launcher_kind::slurm); }
 
 TEST(Launcher, SlurmWinsOverEverythingElse) {
   env_map env = slurm_step();
   env.merge(torchrun_worker());
   env.merge(openmpi_rank("1"));
   env.merge(pmi_rank("1"));
-  EXPECT_EQ(ok(env).launcher, "slurm");
+  EXPECT_EQ(ok(env).launcher, launcher_kind::slurm);
 }
 
-TEST(Launcher, TorchrunByRunId) { EXPECT_EQ(ok({{"TORCHELASTIC_RUN_ID", "r"}, {"MASTER_ADDR", "m"}}).launcher, "torchrun"); }
+TEST(Launcher, TorchrunByRunId) { EXPECT_EQ(ok({{"TORCHELASTIC_RUN_ID", "r"}, {"MASTER_ADDR", "m"}}).launcher, launcher_kind::torchrun); }
 
 TEST(Launcher, TorchrunByRankWorldSizeAndMasterAddr) {
-  EXPECT_EQ(ok({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "m"}}).launcher, "torchrun");
+  EXPECT_EQ(ok({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "m"}}).launcher, launcher_kind::torchrun);
 }
 
 TEST(Launcher, NotTorchrunWithoutAllThree) {
-  EXPECT_EQ(ok({{"RANK", "0"}, {"WORLD_SIZE", "2"}}).launcher, "none");
-  EXPECT_EQ(ok({{"RANK", "0"}, {"MASTER_ADDR", "m"}}).launcher, "none");
-  EXPECT_EQ(ok({{"WORLD_SIZE", "2"}, {"MASTER_ADDR", "m"}}).launcher, "none");
+  EXPECT_EQ(ok({{"RANK", "0"}, {"WORLD_SIZE", "2"}}).launcher, launcher_kind::none);
+  EXPECT_EQ(ok({{"RANK", "0"}, {"MASTER_ADDR", "m"}}).launcher, launcher_kind::none);
+  EXPECT_EQ(ok({{"WORLD_SIZE", "2"}, {"MASTER_ADDR", "m"}}).launcher, launcher_kind::none);
 }
 
 TEST(Launcher, TorchrunWinsOverOpenMpiAndPmi) {
   env_map env = torchrun_worker();
   env.merge(openmpi_rank("1"));
   env.merge(pmi_rank("1"));
-  EXPECT_EQ(ok(env).launcher, "torchrun");
+  EXPECT_EQ(ok(env).launcher, launcher_kind::torchrun);
 }
 
-TEST(Launcher, OpenMpi) { EXPECT_EQ(ok(openmpi_rank("0")).launcher, "openmpi"); }
+TEST(Launcher, OpenMpi) { EXPECT_EQ(ok(openmpi_rank("0")).launcher, launcher_kind::openmpi); }
 
 TEST(Launcher, OpenMpiWinsOverPmi) {
   env_map env = openmpi_rank("0");
   env.merge(pmi_rank("1"));
-  EXPECT_EQ(ok(env).launcher, "openmpi");
+  EXPECT_EQ(ok(env).launcher, launcher_kind::openmpi);
 }
 
-TEST(Launcher, Pmi) { EXPECT_EQ(ok(pmi_rank("0")).launcher, "pmi"); }
+TEST(Launcher, Pmi) { EXPECT_EQ(ok(pmi_rank("0")).launcher, launcher_kind::pmi); }
 
 TEST(Launcher, EmptyVariablesCountAsUnset) {
-  EXPECT_EQ(ok({{"SLURM_JOB_ID", ""}}).launcher, "none");
-  EXPECT_EQ(ok({{"TORCHELASTIC_RUN_ID", ""}}).launcher, "none");
-  EXPECT_EQ(ok({{"OMPI_COMM_WORLD_SIZE", ""}, {"PMI_SIZE", "2"}}).launcher, "pmi");
+  EXPECT_EQ(ok({{"SLURM_JOB_ID", ""}}).launcher, launcher_kind::none);
+  EXPECT_EQ(ok({{"TORCHELASTIC_RUN_ID", ""}}).launcher, launcher_kind::none);
+  EXPECT_EQ(ok({{"OMPI_COMM_WORLD_SIZE", ""}, {"PMI_SIZE", "2"}}).launcher, launcher_kind::pmi);
 }
 
 TEST(Launcher, AnEmptyLookupFunctionMeansNoEnvironment) {
   std::string error;
   auto s = resolve_settings({}, env_lookup{}, "h", error);
   ASSERT_TRUE(s) << error;
-  EXPECT_EQ(s->launcher, "none");
+  EXPECT_EQ(s->launcher, launcher_kind::none);
 }
 
 // ---- defaults ----
@@ -280,10 +283,10 @@ TEST(Addr, WinsOverTfbarrierHostAndPortWithWarnings) {
 TEST(Addr, WinsOverEveryLauncher) {
   for (const env_map& env : {slurm_step(), torchrun_worker(), openmpi_rank("0"), pmi_rank("0")}) {
     settings s = ok(env, with_addr("boss:5555"));
-    EXPECT_EQ(s.addr(), "boss:5555") << s.launcher;
-    EXPECT_TRUE(s.addr_explicit) << s.launcher;
-    EXPECT_FALSE(s.may_start_host) << s.launcher;
-    EXPECT_TRUE(s.warnings.empty()) << s.launcher;
+    EXPECT_EQ(s.addr(), "boss:5555") << to_string(s.launcher);
+    EXPECT_TRUE(s.addr_explicit) << to_string(s.launcher);
+    EXPECT_FALSE(s.may_start_host) << to_string(s.launcher);
+    EXPECT_TRUE(s.warnings.empty()) << to_string(s.launcher);
   }
 }
 
@@ -329,10 +332,10 @@ TEST(Host, TfbarrierHostWinsOverEveryLauncher) {
     env_map env = base;
     env["TFBARRIER_HOST"] = "boss";
     settings s = ok(env);
-    EXPECT_EQ(s.host.value, "boss") << s.launcher;
-    EXPECT_EQ(s.host.source, "env:TFBARRIER_HOST") << s.launcher;
-    EXPECT_TRUE(s.addr_explicit) << s.launcher;  // explicit as the man page defines it
-    EXPECT_FALSE(s.may_start_host) << s.launcher;
+    EXPECT_EQ(s.host.value, "boss") << to_string(s.launcher);
+    EXPECT_EQ(s.host.source, "env:TFBARRIER_HOST") << to_string(s.launcher);
+    EXPECT_TRUE(s.addr_explicit) << to_string(s.launcher);  // explicit as the man page defines it
+    EXPECT_FALSE(s.may_start_host) << to_string(s.launcher);
   }
 }
 
@@ -485,7 +488,7 @@ TEST(SlurmPort, BadJobIdIsFineWhenNothingIsDerivedFromIt) {
                    {"SLURM_JOB_NODELIST", "n1"},
                    {"TFBARRIER_PORT", "5000"},
                    {"TFBARRIER_SCOPE", "mine"}});
-  EXPECT_EQ(s.launcher, "slurm");
+  EXPECT_EQ(s.launcher, launcher_kind::slurm);
   EXPECT_EQ(s.port.value, 5000);
   EXPECT_EQ(s.scope.value, "mine");
 }
@@ -527,10 +530,10 @@ TEST(TorchrunHost, BadMasterAddr) {
 TEST(LoopbackHost, OpenMpiAndPmiUseLoopbackWithAWarning) {
   for (const env_map& env : {openmpi_rank("1"), pmi_rank("1")}) {
     settings s = ok(env);
-    EXPECT_EQ(s.host.value, "127.0.0.1") << s.launcher;
+    EXPECT_EQ(s.host.value, "127.0.0.1") << to_string(s.launcher);
     EXPECT_EQ(s.host.source, "default");
     EXPECT_EQ(s.port.value, default_port);
-    ASSERT_EQ(s.warnings.size(), 1u) << s.launcher;
+    ASSERT_EQ(s.warnings.size(), 1u) << to_string(s.launcher);
     EXPECT_CONTAINS(s.warnings[0], "127.0.0.1");
     EXPECT_CONTAINS(s.warnings[0], "TFBARRIER_HOST");
   }
@@ -895,10 +898,10 @@ TEST(Scope, PrecedenceForEveryLauncher) {
     env_map env = base;
     env["TFBARRIER_SCOPE"] = "from-env";
     settings s = ok(env);
-    EXPECT_EQ(s.scope.value, "from-env") << s.launcher;
+    EXPECT_EQ(s.scope.value, "from-env") << to_string(s.launcher);
     EXPECT_EQ(s.scope.source, "env:TFBARRIER_SCOPE");
     s = ok(env, with_scope("from-flag"));
-    EXPECT_EQ(s.scope.value, "from-flag") << s.launcher;
+    EXPECT_EQ(s.scope.value, "from-flag") << to_string(s.launcher);
     EXPECT_EQ(s.scope.source, "flag:--scope");
   }
 }
@@ -914,6 +917,17 @@ TEST(Scope, Charset) {
             "pass --scope");
   for (const std::string& bad : std::vector<std::string>{"", std::string(129, 'x'), "a=b", "*", "a\nb", "ä", "a,b"})
     EXPECT_CONTAINS(err({}, with_scope(bad)), "is not a valid scope");
+}
+
+// "-" is the wire's "no value": a scope of "-" passed here once and the host
+// then refused the request (BADREQUEST, exit 70 instead of 2).
+TEST(Scope, ALoneDashIsRefusedAsTheWireRefusesIt) {
+  EXPECT_EQ(err({{"TFBARRIER_SCOPE", "-"}}),
+            "TFBARRIER_SCOPE=\"-\" is not a valid scope: a lone - means none on the wire; use 1 to 128 characters of "
+            "A-Z a-z 0-9 . _ : -; fix it or pass --scope");
+  EXPECT_CONTAINS(err({}, with_scope("-")), "--scope \"-\" is not a valid scope");
+  EXPECT_EQ(ok({{"TFBARRIER_SCOPE", "--"}}).scope.value, "--");
+  EXPECT_EQ(ok({}, with_scope("-a")).scope.value, "-a");
 }
 
 TEST(Scope, ControlBytesAreEscapedInMessages) {

@@ -1,0 +1,188 @@
+// What the commands share (cmd/common.h).
+#include "cmd/common.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+
+#include "auth.h"
+#include "exit_codes.h"
+#include "text.h"
+
+namespace tfb {
+
+void print_error(const std::string& text) { tfb::print(stderr, "tfbarrier: error: {}\n", printable(text)); }
+
+namespace cmd {
+namespace {
+
+env_lookup process_env() {
+  return [](std::string_view name) -> std::optional<std::string> {
+    const char* v = std::getenv(std::string(name).c_str());
+    if (!v) return std::nullopt;
+    return std::string(v);
+  };
+}
+
+std::string self_exe() {
+  char buf[4096];
+  ssize_t len = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (len <= 0) return "tfbarrier";
+  return std::string(buf, static_cast<std::size_t>(len));
+}
+
+
+/// Starts a detached host the way gpg starts its agent: fire and forget.
+/// Several participants may do this at once: one binds, the others fail quietly.
+void start_host(const settings& s, bool quiet) {
+  std::string exe = self_exe();
+  std::string listen = s.addr();
+  std::string log = default_log_file();
+  if (!quiet)
+    tfb::print(stderr, "tfbarrier: no host answers at {}; starting one here (log: {})\n", listen, log);
+  pid_t child = fork();
+  if (child < 0) return;
+  if (child == 0) {
+    // The intermediate child: start the daemon in a new session, then leave.
+    setsid();
+    if (fork() != 0) _exit(exit_code::ok);
+    (void)detach(log, -1);  // without its log the host still runs
+    execl(exe.c_str(), exe.c_str(), "serve", "--listen", listen.c_str(), "--idle-exit", "10m", "--self-started",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int st = 0;
+  waitpid(child, &st, 0);
+}
+
+}  // namespace
+
+std::string short_hostname() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  std::string h(buf);
+  if (auto dot = h.find('.'); dot != std::string::npos) h.resize(dot);
+  // Keep it a valid protocol value.
+  for (char& c : h)
+    if (c <= ' ' || c == '=' || c >= 0x7f) c = '_';
+  return h.empty() ? "localhost" : h;
+}
+
+std::string random_id() {
+  static const char alphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  constexpr unsigned letters = sizeof alphabet - 1;  // 62
+  std::string id;
+  unsigned char bytes[32];
+  while (id.size() < 16) {
+    auth::fill_random(bytes, sizeof bytes);
+    for (unsigned char b : bytes)  // 248 = 4 x 62: below it, every letter is as likely
+      if (b < 248 && id.size() < 16) id += alphabet[b % letters];
+  }
+  return id;
+}
+
+
+std::optional<settings> resolve(const common_options& c, std::optional<std::uint32_t> n,
+                                std::optional<std::uint32_t> rank, bool counts) {
+  flag_inputs f;
+  f.addr = c.addr;
+  f.scope = c.scope;
+  f.n = n;
+  f.rank = rank;
+  f.counts = counts;
+  std::string error;
+  auto s = resolve_settings(f, process_env(), short_hostname(), error);
+  if (!s) print_error(error);
+  return s;
+}
+
+
+std::string default_log_file() {
+  const char* tmp = std::getenv("TMPDIR");
+  return fmt::format("{}/tfbarrier-serve-{}.log", tmp && *tmp ? tmp : "/tmp", getuid());
+}
+
+/// Starts a detached host the way gpg starts its agent: fire and forget.
+/// Several participants may do this at once: one binds, the others fail quietly.
+
+bool client_secret(const common_options& c, connect_options& o) {
+  std::string error;
+  if (c.secret_file) {
+    o.secret = auth::load_secret(*c.secret_file, error);
+    if (!o.secret) {
+      print_error(error);
+      return false;
+    }
+    return true;
+  }
+  o.secret_path = auth::default_secret_path();
+  if (::access(o.secret_path.c_str(), F_OK) == 0) {
+    o.secret = auth::load_secret(o.secret_path, error);
+    if (!o.secret) {
+      print_error(error);
+      return false;
+    }
+  }
+  return true;
+}
+
+/// Whether the host would listen on this machine's loopback only: the address
+/// resolved as run_host resolves it (its first result), then address.h's test.
+connect_options connection(const settings& s, const common_options& c) {
+  connect_options o;
+  o.addr = s.addr();
+  o.connect_timeout = c.connect_timeout.value_or(std::chrono::seconds(60));
+  o.client_host = short_hostname();
+  o.pid = static_cast<std::uint32_t>(getpid());
+  if (c.keepalive) o.keepalive = *c.keepalive;
+  o.quiet_reconnect = c.quiet;
+  if (s.may_start_host) {
+    settings copy = s;
+    bool quiet = c.quiet;
+    o.on_first_failure = [copy, quiet] { start_host(copy, quiet); };
+  }
+  return o;
+}
+
+int finish(const outcome& o, bool quiet) {
+  if (!o.out.empty()) tfb::print(stdout, "{}\n", o.out);
+  std::fflush(stdout);
+  if (!o.err.empty()) {
+    if (o.exit_code == exit_code::released_continue || o.exit_code == exit_code::released_stop) {
+      if (!quiet) tfb::print(stderr, "tfbarrier: {}\n", o.err);
+    } else {
+      print_error(o.err);
+    }
+  }
+  return o.exit_code;
+}
+
+/// Prints progress: a live line on a terminal, one line per report elsewhere.
+
+std::string detach(const std::string& log, int keep_fd) {
+  int devnull = open("/dev/null", O_RDWR);
+  int logfd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  std::string error;
+  if (logfd < 0) error = fmt::format("cannot open the log file {}: {}", log, std::strerror(errno));
+  dup2(devnull, 0);
+  dup2(devnull, 1);
+  dup2(logfd >= 0 ? logfd : devnull, 2);
+  // Nothing the caller had open stays open in a daemon that runs for hours: a
+  // pipe it inherited (a script's `$(...)`, a test runner's output) would never
+  // see its end.
+  if (keep_fd < 0) {
+    close_range(3, ~0U, 0);
+  } else {
+    if (keep_fd > 3) close_range(3, static_cast<unsigned>(keep_fd) - 1, 0);
+    close_range(static_cast<unsigned>(keep_fd) + 1, ~0U, 0);
+  }
+  return error;
+}
+
+}  // namespace cmd
+}  // namespace tfb

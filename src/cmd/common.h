@@ -1,0 +1,35 @@
+#pragma once
+// What the commands share: settings from the process, the connection to the
+// host, printing an outcome, and detaching a daemon. No Asio, no CLI11.
+#include <optional>
+#include <string>
+
+#include "client.h"
+#include "commands.h"
+#include "settings.h"
+
+namespace tfb::cmd {
+
+/// This machine's short host name, made a valid protocol value.
+std::string short_hostname();
+/// 16 random letters and digits: a participant's id.
+std::string random_id();
+/// Resolves the settings from the flags and the process's environment; prints why not.
+std::optional<settings> resolve(const common_options& c, std::optional<std::uint32_t> n,
+                                std::optional<std::uint32_t> rank, bool counts = true);
+/// $TMPDIR/tfbarrier-serve-UID.log: where a detached host logs by default.
+std::string default_log_file();
+/// How to reach the host; may start one here (settings::may_start_host).
+connect_options connection(const settings& s, const common_options& c);
+/// The participant's secret: --secret-file, else the default file if it exists.
+/// Returns false (after printing why) when a secret file is there but unusable.
+bool client_secret(const common_options& c, connect_options& o);
+/// Prints an outcome (stdout, then stderr) and returns its exit code.
+int finish(const outcome& o, bool quiet);
+
+/// Called in a process forked to become a daemon (after setsid): stdin and stdout on /dev/null, stderr appended to `log`, and no descriptor left
+/// open but keep_fd (-1: none). When the log cannot be opened stderr goes to
+/// /dev/null and the reason is returned; "" otherwise.
+std::string detach(const std::string& log, int keep_fd);
+
+}  // namespace tfb::cmd

@@ -1,0 +1,243 @@
+// tfbarrier serve: run the rendezvous host, here or detached (--daemon).
+#include <fcntl.h>
+#include <netdb.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+
+#include "address.h"
+#include "auth.h"
+#include "cmd/common.h"
+#include "exit_codes.h"
+#include "host.h"
+#include "munge_auth.h"
+#include "text.h"
+
+namespace tfb {
+using namespace cmd;
+namespace {
+
+// --daemon: the pipe on which the child reports to the caller ("NOTE text",
+// then "OK addr" or "ERR text"); -1 outside a daemon's child.
+int daemon_report_fd = -1;
+
+void daemon_note(const std::string& text) {
+  std::string msg = "NOTE " + text + "\n";
+  if (daemon_report_fd >= 0) (void)!write(daemon_report_fd, msg.data(), msg.size());
+}
+
+/// Whether the host would listen on this machine's loopback only: the address
+/// resolved as run_host resolves it (its first result), then address.h's test.
+bool listens_on_loopback(const address& at) {
+  if (at.host.empty()) return false;  // all interfaces
+  addrinfo hints{};
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(at.host.c_str(), std::to_string(at.port).c_str(), &hints, &found) != 0 || !found)
+    return true;  // run_host reports the address it cannot resolve; no secret is needed for that
+  bool loopback = is_loopback(found->ai_addr);
+  ::freeaddrinfo(found);
+  return loopback;
+}
+
+/// --listen (or TFBARRIER_LISTEN), else the address a participant would use.
+int listen_address(const serve_options& o, host_options& h) {
+  if (o.listen.empty()) {
+    common_options none;
+    auto s = resolve(none, std::nullopt, std::nullopt, false);
+    if (!s) return exit_code::usage;
+    h.listen = s->addr();
+    return exit_code::ok;
+  }
+  h.listen = o.listen;
+  // A malformed address is a usage error (2), as a client's --addr is, not
+  // "host unreachable" (69) from the listener.
+  std::string why;
+  if (!parse_address(h.listen, address_use::listen, why)) {
+    const char* env = std::getenv("TFBARRIER_LISTEN");
+    bool typed = !(env && o.listen == env);
+    print_error(fmt::format("{}{} is not an address to listen on: use HOST:PORT, :PORT (all interfaces) or "
+                            "[IPv6]:PORT, with a port from 0 to 65535 (0 picks a free one)",
+                            typed ? "" : "TFBARRIER_LISTEN=", quote_text(h.listen)));
+    return exit_code::usage;
+  }
+  return exit_code::ok;
+}
+
+/// First use beyond loopback: the secret that the nodes share through the home
+/// directory. It is written only once the port is bound: a serve that cannot
+/// listen must leave no secret behind, or every client of the hosts that
+/// already run without one would refuse them from then on (exit 77).
+void make_secret_when_bound(const serve_options& o, host_options& h, const std::string& path) {
+  std::string fresh = auth::fresh_secret();
+  h.secret = fresh;
+  h.on_bound = [path, fresh, listen = h.listen, daemon = o.daemon](std::string& err) {
+    if (!auth::write_secret(path, fresh, false, err)) {
+      err = ::access(path.c_str(), F_OK) == 0
+                ? fmt::format("{} appeared while this host started (another tfbarrier made it); start serve "
+                              "again to use it",
+                              path)
+                : fmt::format("{} listens beyond loopback, so it needs a secret, and {}; give --secret-file "
+                              "FILE (or --insecure to allow anyone who can connect)",
+                              listen, err);
+      return exit_code::auth;
+    }
+    std::string note = fmt::format("created the shared secret {} (mode 0600)", path);
+    if (daemon) daemon_note(note);
+    else tfb::print(stderr, "tfbarrier: {}\n", note);
+    return exit_code::ok;
+  };
+}
+
+/// Secure by default: beyond loopback, every client must know the secret (or be
+/// the job owner, by MUNGE).
+int authentication(const serve_options& o, host_options& h) {
+  std::string error, why;
+  if (o.secret_file) {
+    h.secret = auth::load_secret(*o.secret_file, error);
+    if (!h.secret) {
+      print_error(error);
+      return exit_code::auth;
+    }
+    return exit_code::ok;
+  }
+  if (o.insecure) return exit_code::ok;
+  auto listen_at = parse_address(h.listen, address_use::listen, why);
+  bool loopback = !listen_at || listens_on_loopback(*listen_at);  // a bad address: run_host reports it
+  std::string path = auth::default_secret_path();
+  bool exists = ::access(path.c_str(), F_OK) == 0;
+  std::string why_no_munge;
+  if (!loopback && !o.no_munge && munge_auth::available(why_no_munge)) {
+    // Where munged runs (every Slurm cluster), nothing needs setting up: the job owner's uid is the key.
+    h.munge = true;
+  } else if (!exists && !loopback) {
+    make_secret_when_bound(o, h, path);
+  } else if (exists) {
+    h.secret = auth::load_secret(path, error);
+    if (!h.secret) {
+      print_error(error);
+      return exit_code::auth;
+    }
+  }
+  return exit_code::ok;
+}
+
+/// Runs the host in this process, logging to stderr or --log.
+int serve_here(const serve_options& o, host_options& h) {
+  std::FILE* logf = nullptr;
+  if (o.log_file) {
+    logf = std::fopen(o.log_file->c_str(), "a");
+    if (!logf) {
+      print_error(fmt::format("cannot open the log file {}: {}", *o.log_file, std::strerror(errno)));
+      return exit_code::usage;
+    }
+    h.log = logf;
+  }
+  h.on_listening = [](const std::string& addr) {
+    tfb::print(stdout, "TFBARRIER_ADDR={}\n", addr);
+    std::fflush(stdout);
+  };
+  std::string error;
+  int rc = run_host(h, error);
+  if (!error.empty()) print_error(error);
+  if (logf) std::fclose(logf);
+  return rc;
+}
+
+/// The --daemon child: detached, it runs the host and reports on wfd.
+[[noreturn]] void serve_as_daemon(host_options& h, const std::string& log, int wfd) {
+  setsid();
+  // Keep only the report pipe open.
+  if (std::string err = detach(log, wfd); !err.empty()) {
+    std::string msg = "ERR " + err + "\n";
+    (void)!write(wfd, msg.data(), msg.size());
+    _exit(exit_code::usage);
+  }
+  h.log = stderr;
+  daemon_report_fd = wfd;
+  h.on_listening = [wfd](const std::string& addr) {
+    std::string msg = "OK " + addr + "\n";
+    (void)!write(wfd, msg.data(), msg.size());
+    close(wfd);
+    daemon_report_fd = -1;
+  };
+  std::string error;
+  int rc = run_host(h, error);
+  if (!error.empty()) {
+    std::string msg = "ERR " + error + "\n";
+    (void)!write(wfd, msg.data(), msg.size());
+    print_error(error);
+  }
+  _exit(rc);
+}
+
+/// The caller of --daemon: what the child reported, as shell assignments or an error.
+int report_daemon(int rfd, pid_t pid, const std::string& log) {
+  std::string got;
+  char buf[512];
+  ssize_t n;
+  while ((n = read(rfd, buf, sizeof buf)) > 0) got.append(buf, static_cast<std::size_t>(n));
+  close(rfd);
+  while (got.starts_with("NOTE ")) {  // what the child would have said on stderr, which is its log
+    std::size_t eol = got.find('\n');
+    tfb::print(stderr, "tfbarrier: {}\n", got.substr(5, eol == std::string::npos ? eol : eol - 5));
+    got.erase(0, eol == std::string::npos ? got.size() : eol + 1);
+  }
+  if (got.starts_with("OK ")) {
+    std::string addr = got.substr(3);
+    while (!addr.empty() && (addr.back() == '\n' || addr.back() == '\r')) addr.pop_back();
+    tfb::print(stdout, "TFBARRIER_ADDR={0}; export TFBARRIER_ADDR;\nTFBARRIER_PID={1}; export TFBARRIER_PID;\n", addr, pid);
+    tfb::print(stderr, "tfbarrier: host pid {} listening on {} (log: {})\n", pid, addr, log);
+    return exit_code::ok;
+  }
+  std::string text = got.starts_with("ERR ") ? got.substr(4) : "the host exited before it was listening";
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  print_error(text);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) && WEXITSTATUS(st) != exit_code::ok ? WEXITSTATUS(st) : exit_code::unreachable;
+}
+
+/// --daemon: the child reports "OK addr" or "ERR text" through a pipe, then detaches.
+int serve_detached(const serve_options& o, host_options& h) {
+  std::string log = o.log_file.value_or(default_log_file());
+  int fds[2];
+  if (pipe(fds) != 0) {
+    print_error("cannot create a pipe for --daemon");
+    return exit_code::protocol;
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    print_error("cannot fork for --daemon");
+    return exit_code::protocol;
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    serve_as_daemon(h, log, fds[1]);
+  }
+  close(fds[1]);
+  return report_daemon(fds[0], pid, log);
+}
+
+}  // namespace
+
+int run_serve(const serve_options& o) {
+  host_options h;
+  if (int rc = listen_address(o, h); rc != exit_code::ok) return rc;
+  h.idle_exit = o.idle_exit;
+  h.forget_after = o.forget_after;
+  h.quiet = o.quiet;
+  h.state_dir = o.state_dir;
+  h.self_started = o.self_started;
+  h.max_connections = o.max_connections;
+  h.max_per_address = o.max_per_address;
+  if (int rc = authentication(o, h); rc != exit_code::ok) return rc;
+  return o.daemon ? serve_detached(o, h) : serve_here(o, h);
+}
+
+}  // namespace tfb

@@ -1,0 +1,108 @@
+// tfbarrier status: what the host holds, as a table or JSON.
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cmd/common.h"
+#include "exit_codes.h"
+#include "text.h"
+
+namespace tfb {
+using namespace cmd;
+namespace {
+
+nlohmann::json status_json(const proto::status_reply& st) {
+  nlohmann::json bs = nlohmann::json::array();
+  for (const auto& b : st.barriers) {
+    nlohmann::json j;
+    j["scope"] = b.scope;
+    j["name"] = b.name;
+    j["round"] = b.gen;
+    j["state"] = proto::to_string(b.state);
+    j["n"] = b.n ? nlohmann::json(*b.n) : nlohmann::json(nullptr);
+    j["arrived"] = b.arrived;
+    j["chief"] = b.chief;
+    j["verdict"] = b.v == proto::verdict::none ? nlohmann::json(nullptr) : nlohmann::json(proto::to_string(b.v));
+    j["age_ms"] = b.age_ms;
+    if (b.missing) {
+      j["missing"] = *b.missing;
+    } else {
+      j["missing"] = nullptr;
+    }
+    nlohmann::json ms = nlohmann::json::array();
+    for (const auto& m : b.members)
+      ms.push_back({{"rank", m.rank ? nlohmann::json(*m.rank) : nlohmann::json(nullptr)},
+                    // empty: a member restored from the journal that has not come back yet
+                    {"host", m.host.empty() ? nlohmann::json(nullptr) : nlohmann::json(m.host)},
+                    {"pid", m.host.empty() ? nlohmann::json(nullptr) : nlohmann::json(m.pid)},
+                    {"chief", m.chief},
+                    {"age_ms", m.age_ms}});
+    j["members"] = ms;
+    nlohmann::json gone = nlohmann::json::array();
+    for (const auto& g : b.gone)
+      gone.push_back({{"rank", g.rank ? nlohmann::json(*g.rank) : nlohmann::json(nullptr)},
+                      {"host", g.host},
+                      {"pid", g.pid},
+                      {"how", proto::to_string(g.how)},
+                      {"ago_ms", g.ago_ms}});
+    j["gone"] = gone;
+    j["reason"] = b.reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(b.reason);
+    bs.push_back(std::move(j));
+  }
+  return nlohmann::json{{"barriers", bs}};
+}
+
+
+}  // namespace
+
+int run_status(const status_options& o) {
+  auto s = resolve(o.common, std::nullopt, std::nullopt, false);
+  if (!s) return exit_code::usage;
+  s->may_start_host = false;  // a question: it never starts the host it asks about
+  proto::status_req req{o.all_scopes ? "*" : *s->scope.value, o.name, true};
+  // A question, not a wait: with no host there, say so within 10 s, not 60.
+  common_options common = o.common;
+  if (!common.connect_timeout) common.connect_timeout = std::chrono::seconds(10);
+  auto conn = connection(*s, common);
+  if (!client_secret(o.common, conn)) return exit_code::auth;
+  auto c = make_tcp_coordinator(std::move(conn));
+  outcome out = c->status(req);
+  if (out.exit_code != exit_code::ok || !out.status) return finish(out, o.common.quiet);
+  const auto& st = *out.status;
+  if (o.json) {
+    tfb::print(stdout, "{}\n", status_json(st).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+    return exit_code::ok;
+  }
+  if (st.barriers.empty()) {
+    tfb::print(stdout, "no barriers{} on {}\n", o.all_scopes ? "" : fmt::format(" in scope {}", *s->scope.value), s->addr());
+    return exit_code::ok;
+  }
+  tfb::print(stdout, "{:<12} {:<16} {:>5} {:<9} {:>9} {:<5} {:<8} {:>8}  {}\n", "SCOPE", "NAME", "ROUND", "STATE", "ARRIVED",
+             "CHIEF", "VERDICT", "OPEN FOR", "MISSING RANKS");
+  for (const auto& b : st.barriers) {
+    // An aborted round is over: the host keeps its reason, not its arrivals.
+    std::string arrived =
+        b.state == proto::round_state::aborted ? "-" : fmt::format("{}/{}", b.arrived, b.n ? std::to_string(*b.n) : "?");
+    tfb::print(stdout, "{:<12} {:<16} {:>5} {:<9} {:>9} {:<5} {:<8} {:>8}  {}\n", b.scope, b.name, b.gen, proto::to_string(b.state), arrived,
+               b.chief ? "yes" : "no", proto::to_string(b.v), format_duration(duration(b.age_ms)),
+               b.missing ? (b.missing->empty() ? "none" : *b.missing) : "-");
+    if (b.state == proto::round_state::aborted) tfb::print(stdout, "    aborted{}{}\n", b.reason.empty() ? "" : ": ", b.reason);
+    if (!o.name.empty())
+      for (const auto& m : b.members) {
+        std::string rank = m.rank ? fmt::format("rank {}", *m.rank) : "no rank";
+        if (m.host.empty())  // restored from the host's journal; its host and pid come back with it
+          tfb::print(stdout, "    {:<10} present before the host restarted, not back yet{}\n", rank, m.chief ? " (chief)" : "");
+        else
+          tfb::print(stdout, "    {:<10} {} pid {}{}, arrived {} ago\n", rank, m.host, m.pid, m.chief ? " (chief)" : "",
+                     format_duration(duration(m.age_ms)));
+      }
+    if (!o.name.empty())
+      for (const auto& g : b.gone)
+        tfb::print(stdout, "    {:<10} {} pid {}: {} {} ago\n", g.rank ? fmt::format("rank {}", *g.rank) : "no rank", g.host,
+                   g.pid, proto::to_string(g.how), format_duration(duration(g.ago_ms)));
+  }
+  return exit_code::ok;
+}
+
+}  // namespace tfb
