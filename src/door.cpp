@@ -1,5 +1,6 @@
 #include "door.h"
 
+#include <fmt/format.h>
 #include <type_traits>
 
 #include "journal.h"
@@ -25,7 +26,15 @@ bool local_door::submit(const door_input& in, output& out, std::string& error) {
       },
       in);
   if (out.journal.empty() || !journal_ || !journal_->is_open()) return true;
-  return journal_->append(out.journal, error);
+  if (!journal_->append(out.journal, error)) return false;
+  // The journal is compacted at start and, as it grows, while the host runs.
+  // A failed compaction leaves the old journal whole: worth a warning, not a stop.
+  if (journal_->wants_compaction()) {
+    std::string why;
+    if (!journal_->compact(state_.snapshot(), why))
+      out.log.push_back(fmt::format("warning: cannot compact the journal {}: {}", journal_->path(), why));
+  }
+  return true;
 }
 
 }  // namespace tfb

@@ -139,8 +139,8 @@ class server {
     tfb::print(opts_.log, "{}.{:03d} tfbarrier[{}]: {}\n", buf, static_cast<int>(ms), getpid(), text);
     std::fflush(opts_.log);
   }
-  void event(std::string_view text) {
-    if (!opts_.quiet) log(text);
+  void event(std::string_view text) {  // --quiet keeps warnings
+    if (!opts_.quiet || text.starts_with("warning:")) log(text);
   }
   /// Passes one input through the door to the barriers, and logs what it
   /// did; out then holds the replies, for send_all().

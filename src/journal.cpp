@@ -14,6 +14,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "private_files.h"
+
 namespace tfb {
 
 using nlohmann::json;
@@ -186,12 +188,24 @@ journal::~journal() {
 
 bool journal::read(const std::function<void(const journal_entry&)>& restore,
                    const std::function<void(std::size_t line, const std::string& why)>& skipped, std::string& error) {
-  if (::mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST) {
-    error = fmt::format("cannot create the state directory {}: {}", dir_, std::strerror(errno));
+  // The directory is opened once, and must be ours alone to change: a
+  // journal line planted by another user would become a verdict.
+  auto d = files::open_dir(dir_, true, false, error);
+  if (!d) {
+    error = fmt::format("cannot use the state directory: {}", error);
     return false;
   }
-  std::FILE* f = std::fopen(path_.c_str(), "r");
-  if (!f) return true;  // a new journal
+  dir_fd_ = std::move(*d);
+  int fd = ::openat(dir_fd_.get(), "journal", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT) return true;  // a new journal
+  if (fd >= 0) ::close(fd);
+  auto checked = files::open_in(dir_fd_.get(), "journal", O_RDONLY, 0600, dir_, error);
+  if (!checked) return false;
+  std::FILE* f = ::fdopen(checked->release(), "r");
+  if (!f) {
+    error = fmt::format("cannot read the journal {}: {}", path_, std::strerror(errno));
+    return false;
+  }
   char* buf = nullptr;
   std::size_t cap = 0;
   ssize_t len;
@@ -199,7 +213,9 @@ bool journal::read(const std::function<void(const journal_entry&)>& restore,
   bool ok = true;
   while ((len = ::getline(&buf, &cap, f)) > 0) {
     std::string_view line(buf, static_cast<std::size_t>(len));
-    if (line.ends_with('\n')) line.remove_suffix(1);
+    // Only the last line can lack its newline: the one a crash tore.
+    bool torn = !line.ends_with('\n');
+    if (!torn) line.remove_suffix(1);
     ++lineno;
     std::string err;
     if (lineno == 1) {
@@ -210,10 +226,18 @@ bool journal::read(const std::function<void(const journal_entry&)>& restore,
       }
       continue;
     }
-    if (auto e = from_journal_line(line, err))
+    if (auto e = from_journal_line(line, err)) {
       restore(*e);
-    else
+    } else if (torn) {
       skipped(lineno, err);
+    } else {
+      // Skipping a whole record could change a verdict: refuse to start.
+      error = fmt::format("{}:{}: {}; this is no record a host writes: fix or remove the line (or move the journal "
+                          "away to start afresh)",
+                          path_, lineno, err);
+      ok = false;
+      break;
+    }
   }
   std::free(buf);
   std::fclose(f);
@@ -221,26 +245,21 @@ bool journal::read(const std::function<void(const journal_entry&)>& restore,
 }
 
 bool journal::compact(const std::vector<journal_entry>& entries, std::string& error) {
+  if (!dir_fd_) {
+    error = fmt::format("the state directory {} is not open", dir_);
+    return false;
+  }
   std::string bytes = journal_header();
   for (const auto& e : entries) bytes += to_journal_line(e);
-  std::string tmp = dir_ + "/journal.tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0 || !write_all(fd, bytes) || ::fsync(fd) != 0 || ::rename(tmp.c_str(), path_.c_str()) != 0) {
-    error = fmt::format("cannot write the journal in {}: {}", dir_, std::strerror(errno));
-    if (fd >= 0) ::close(fd);
-    return false;
-  }
-  ::close(fd);
-  if (int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  // A new file of a random name, flushed, renamed over the journal, the
+  // directory flushed: a crash leaves the old journal or the new one.
+  if (!files::replace_in(dir_fd_.get(), "journal", bytes, dir_, error)) return false;
   if (fd_ >= 0) ::close(fd_);
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-  if (fd_ < 0) {
-    error = fmt::format("cannot open the journal {}: {}", path_, std::strerror(errno));
-    return false;
-  }
+  fd_ = -1;
+  auto f = files::open_in(dir_fd_.get(), "journal", O_WRONLY | O_APPEND, 0600, dir_, error);
+  if (!f) return false;
+  fd_ = f->release();
+  size_ = live_ = bytes.size();
   return true;
 }
 
@@ -255,6 +274,7 @@ bool journal::append(const std::vector<journal_entry>& entries, std::string& err
     error = std::strerror(errno);
     return false;
   }
+  size_ += bytes.size();
   return true;
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "barrier.h"
+#include "private_files.h"
 
 namespace tfb {
 
@@ -33,11 +34,13 @@ class journal {
   journal(const journal&) = delete;
   journal& operator=(const journal&) = delete;
 
-  /// Makes the directory (mode 0700) if needed and reads the journal in it,
-  /// if any: each entry goes to restore, each line skipped (a torn last line
-  /// after a crash, or worse) to skipped with its number and why. Sets error
-  /// and returns false when the directory cannot be made or the file is not
-  /// a journal of this format.
+  /// Makes the directory (mode 0700) if needed, checks that it is ours and
+  /// that nobody else can write in it (never through a symlink), and reads
+  /// the journal in it, if any: each entry goes to restore; a torn last line
+  /// (a crash while writing) goes to skipped with its number and why. Any
+  /// other bad line, a directory that cannot be made or is not safe, or a
+  /// file that is not a journal of this format sets error (FILE:LINE for a
+  /// line) and returns false.
   bool read(const std::function<void(const journal_entry&)>& restore,
             const std::function<void(std::size_t line, const std::string& why)>& skipped, std::string& error);
   /// Rewrites the journal as these entries (a new file, flushed, renamed
@@ -47,13 +50,19 @@ class journal {
   /// error is the system's reason (strerror).
   bool append(const std::vector<journal_entry>& entries, std::string& error);
 
+  /// True once the file is over 1 MiB and twice what the last compaction
+  /// wrote: time to compact it while the host runs.
+  bool wants_compaction() const { return size_ > (std::size_t{1} << 20) && size_ > 2 * live_; }
+
   const std::string& dir() const { return dir_; }
   const std::string& path() const { return path_; }
   bool is_open() const { return fd_ >= 0; }
 
  private:
   std::string dir_, path_;
+  files::fd dir_fd_;  // opened once (O_NOFOLLOW), checked: every file is opened through it
   int fd_ = -1;
+  std::size_t size_ = 0, live_ = 0;  // bytes in the file now, and after the last compaction
 };
 
 }  // namespace tfb

@@ -60,3 +60,117 @@ TEST(JournalCheck, BadIdsAreRefused) {
 }
 
 }  // namespace tfb
+
+// The journal file in its state directory (#19 items 3 and 10).
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+
+namespace tfb {
+namespace {
+
+class JournalFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/tfb-journal-check.XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+    dir_ = root_ + "/state";
+  }
+  void TearDown() override { std::system(("rm -rf '" + root_ + "'").c_str()); }
+  void write(const std::string& text) {
+    ::mkdir(dir_.c_str(), 0700);
+    std::ofstream(dir_ + "/journal") << text;
+  }
+  bool read(std::string& error, std::size_t* restored = nullptr, std::size_t* skipped = nullptr) {
+    j_ = std::make_unique<journal>(dir_);
+    std::size_t r = 0, k = 0;
+    bool ok = j_->read([&](const journal_entry&) { ++r; }, [&](std::size_t, const std::string&) { ++k; }, error);
+    if (restored) *restored = r;
+    if (skipped) *skipped = k;
+    return ok;
+  }
+  std::string header() const { return journal_header(); }
+  std::string root_, dir_;
+  std::unique_ptr<journal> j_;
+};
+
+const char* good = R"({"t":"abort","scope":"s","name":"a","gen":1,"message":"r"})";
+
+}  // namespace
+
+TEST_F(JournalFile, OnlyATornLastLineIsSkipped) {
+  write(header() + good + "\n" + R"({"t":"abort","scope":"s","na)");
+  std::string error;
+  std::size_t restored = 0, skipped = 0;
+  ASSERT_TRUE(read(error, &restored, &skipped)) << error;
+  EXPECT_EQ(restored, 1u);
+  EXPECT_EQ(skipped, 1u);
+}
+
+TEST_F(JournalFile, ABadWholeLineRefusesTheStartNamingFileAndLine) {
+  write(header() + "{\"t\":\"abort\",\"scope\":\"s\",\"name\":\"a\",\"gen\":1,\"message\":\"a\\u0007\"}\n" + good + "\n");
+  std::string error;
+  EXPECT_FALSE(read(error));
+  EXPECT_NE(error.find(dir_ + "/journal:2: "), std::string::npos) << error;
+}
+
+TEST_F(JournalFile, ADirectoryOthersCanWriteIsRefused) {
+  ASSERT_EQ(::mkdir(dir_.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(dir_.c_str(), 0777), 0);
+  std::string error;
+  EXPECT_FALSE(read(error));
+  EXPECT_NE(error.find("can be changed by others"), std::string::npos) << error;
+}
+
+TEST_F(JournalFile, ASymlinkedJournalIsRefusedAndItsTargetLeftAlone) {
+  ASSERT_EQ(::mkdir(dir_.c_str(), 0700), 0);
+  std::ofstream(root_ + "/victim") << "precious\n";
+  ASSERT_EQ(::symlink((root_ + "/victim").c_str(), (dir_ + "/journal").c_str()), 0);
+  std::string error;
+  EXPECT_FALSE(read(error));
+  EXPECT_NE(error.find("symbolic link"), std::string::npos) << error;
+  std::ifstream in(root_ + "/victim");
+  std::string text;
+  std::getline(in, text);
+  EXPECT_EQ(text, "precious");
+}
+
+TEST_F(JournalFile, ALeftOverTemporaryFileOrSymlinkDoesNotBlockCompaction) {
+  ASSERT_EQ(::mkdir(dir_.c_str(), 0700), 0);
+  std::ofstream(root_ + "/victim") << "precious\n";
+  ASSERT_EQ(::symlink((root_ + "/victim").c_str(), (dir_ + "/journal.tmp").c_str()), 0);
+  std::string error;
+  ASSERT_TRUE(read(error)) << error;
+  ASSERT_TRUE(j_->compact({}, error)) << error;
+  std::ifstream in(root_ + "/victim");
+  std::string text;
+  std::getline(in, text);
+  EXPECT_EQ(text, "precious");
+}
+
+TEST_F(JournalFile, ItAsksForCompactionOnceOver1MiBAndTwiceItsLiveSize) {
+  std::string error;
+  ASSERT_TRUE(read(error)) << error;
+  ASSERT_TRUE(j_->compact({}, error)) << error;
+  journal_entry e;
+  e.what = journal_entry::kind::abort;
+  e.scope = "s";
+  e.name = "a";
+  e.gen = 1;
+  e.message = std::string(1000, 'x');
+  std::size_t appended = 0;
+  while (!j_->wants_compaction() && appended < 5000) {
+    ASSERT_TRUE(j_->append({e}, error)) << error;
+    ++appended;
+  }
+  EXPECT_TRUE(j_->wants_compaction());
+  EXPECT_GT(appended, 900u);  // past 1 MiB of lines of about 1 kB
+  ASSERT_TRUE(j_->compact({e}, error)) << error;
+  EXPECT_FALSE(j_->wants_compaction());
+}
+
+}  // namespace tfb

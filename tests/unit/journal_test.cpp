@@ -123,7 +123,7 @@ TEST_F(journal_fixture, ADirectoryThatCannotBeMadeIsAnError) {
   std::vector<std::size_t> skipped;
   std::string error;
   EXPECT_FALSE(read(j, entries, skipped, error));
-  EXPECT_EQ(error.rfind("cannot create the state directory " + root + "/file/state: ", 0), 0u) << error;
+  EXPECT_EQ(error.rfind("cannot use the state directory: cannot create the directory " + root + "/file", 0), 0u) << error;
 }
 
 TEST_F(journal_fixture, AppendingToAJournalNotOpenIsAnError) {
