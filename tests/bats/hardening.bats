@@ -58,3 +58,33 @@ teardown() {
   run -0 "$TFB" status --name a
   assert_output --partial "no barrier"
 }
+
+@test "serve --state-dir refuses a directory others can write (a planted journal would forge verdicts)" {
+  mkdir -m 777 shared
+  chmod 777 shared
+  run -2 timeout 20 "$TFB" serve --listen 127.0.0.1:0 --state-dir shared
+  assert_output --partial "can be changed by others (mode 0777)"
+}
+
+@test "serve --state-dir refuses a directory of another user" {
+  mkdir -m 700 theirs
+  chown tfbtest theirs
+  run -2 timeout 20 "$TFB" serve --listen 127.0.0.1:0 --state-dir theirs
+  assert_output --partial "belongs to uid $(id -u tfbtest)"
+}
+
+@test "a planted journal.tmp symlink is not followed, and a bad journal line names FILE:LINE" {
+  mkdir -m 700 state
+  echo precious >victim
+  ln -s "$PWD/victim" state/journal.tmp
+  start_host --state-dir state
+  run -0 timeout 20 "$TFB" wait --name j --n 1
+  [ "$(cat victim)" = precious ]
+  kill "$HOST_PID"
+  wait "$HOST_PID" || true
+  printf '%s\n' '{"t":"abort","scope":"default","name":"x","gen":1,"message":"ok"}' \
+    '{"t":"abort","scope":"default","name":"y","gen":0,"message":"bad"}' >>state/journal
+  run -2 timeout 20 "$TFB" serve --listen 127.0.0.1:0 --state-dir state
+  assert_output --partial "state/journal:"
+  assert_output --partial "fix or remove the line"
+}
