@@ -10,7 +10,7 @@
 #   scope  torchrun-<TORCHELASTIC_RUN_ID>.<TORCHELASTIC_RESTART_COUNT>: a
 #          restarted group never meets the one before it
 # Rank 0 starts the host when none answers (log in
-# ${TMPDIR:-/tmp}/tfbarrier-serve-UID.log; it leaves after 10 idle minutes).
+# ~/.tfbarrier/serve-NODE.log; it leaves after 10 idle minutes).
 # `tfbarrier config` in here shows what each rank resolved.
 #
 # One node, 4 ranks (--no_python: this is a shell script, not Python):

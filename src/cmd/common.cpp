@@ -12,6 +12,7 @@
 
 #include "auth.h"
 #include "exit_codes.h"
+#include "private_files.h"
 #include "text.h"
 
 namespace tfb {
@@ -102,9 +103,44 @@ std::optional<settings> resolve(const common_options& c, std::optional<std::uint
 }
 
 
+namespace {
+
+// The log's name says which node and which job it is of: homes are shared
+// over NFS. Slurm's node name where there is one (the test cluster's nodes
+// share one host name), else the short host name.
+std::string log_node() {
+  const char* n = std::getenv("SLURMD_NODENAME");
+  return n && *n ? std::string(n) : short_hostname();
+}
+std::string log_job() {
+  const char* j = std::getenv("SLURM_JOB_ID");
+  return j ? j : "";
+}
+
+/// Opens the log: the default one in its private directory (made 0700 and
+/// checked), any other never through a symlink. -1 and error on failure.
+int open_log(const std::string& log, std::string& error) {
+  if (log == default_log_file()) {
+    std::string path;
+    auto f = files::open_host_log(log_node(), log_job(), path, error);
+    return f ? f->release() : -1;
+  }
+  int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0)
+    error = errno == ELOOP ? fmt::format("the log file {} is a symbolic link; tfbarrier does not follow one there", log)
+                           : fmt::format("cannot open the log file {}: {}", log, std::strerror(errno));
+  return fd;
+}
+
+}  // namespace
+
 std::string default_log_file() {
-  const char* tmp = std::getenv("TMPDIR");
-  return fmt::format("{}/tfbarrier-serve-{}.log", tmp && *tmp ? tmp : "/tmp", getuid());
+  // In the user's private directory ($XDG_RUNTIME_DIR/tfbarrier or
+  // ~/.tfbarrier, mode 0700), never a shared one such as /tmp, where another
+  // user could read the log or plant a symlink first.
+  std::string error;
+  auto dir = files::private_dir_path(error);
+  return fmt::format("{}/{}", dir.value_or("~/.tfbarrier"), files::log_file_name(log_node(), log_job()));
 }
 
 /// Starts a detached host the way gpg starts its agent: fire and forget.
@@ -166,9 +202,8 @@ int finish(const outcome& o, bool quiet) {
 
 std::string detach(const std::string& log, int keep_fd) {
   int devnull = open("/dev/null", O_RDWR);
-  int logfd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   std::string error;
-  if (logfd < 0) error = fmt::format("cannot open the log file {}: {}", log, std::strerror(errno));
+  int logfd = open_log(log, error);
   dup2(devnull, 0);
   dup2(devnull, 1);
   dup2(logfd >= 0 ? logfd : devnull, 2);

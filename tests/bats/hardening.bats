@@ -11,6 +11,18 @@ setup() {
 }
 teardown() {
   teardown_common
+  [ -z "${SELF_PORT:-}" ] || stop_self_started_on_port "$SELF_PORT"
+}
+
+# stop_self_started_on_port PORT: ends the self-started host listening on
+# 127.0.0.1:PORT (found with ss: its log may be what the test refused).
+stop_self_started_on_port() {
+  local pid
+  pid=$(ss -Htlnp "sport = :$1" | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -1)
+  [ -n "$pid" ] || return 0
+  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "--self-started" || return 0
+  kill "$pid"
+  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
 }
 
 @test "secret --force replaces a planted symlink instead of writing through it" {
@@ -87,4 +99,25 @@ teardown() {
   run -2 timeout 20 "$TFB" serve --listen 127.0.0.1:0 --state-dir state
   assert_output --partial "state/journal:"
   assert_output --partial "fix or remove the line"
+}
+
+@test "a self-started host logs to a private directory, and not through a planted symlink" {
+  local port log victim=$BATS_TEST_TMPDIR/victim
+  port=$(free_port)
+  SELF_PORT=$port
+  log=$HOME/.tfbarrier/serve-$(hostname -s).log
+  echo precious >"$victim"
+  mkdir -m 700 "$HOME/.tfbarrier"
+  ln -s "$victim" "$log"
+  run -0 timeout 30 env TFBARRIER_PORT="$port" "$TFB" wait --name s --n 1 --connect-timeout 10s
+  assert_output --partial "starting one here (log: $log)"
+  [ "$(cat "$victim")" = precious ]
+  stop_self_started_on_port "$port"
+  rm "$log"
+  run -0 timeout 30 env TFBARRIER_PORT="$port" "$TFB" wait --name s --n 1 --connect-timeout 10s
+  [ -f "$log" ] && [ ! -L "$log" ]
+  run stat -c %a "$HOME/.tfbarrier" "$log"
+  assert_output $'700\n600'
+  grep -q "listening on 127.0.0.1:$port" "$log"
+  stop_self_started_on_port "$port"
 }

@@ -20,7 +20,7 @@ setup_common() {
   # A home of its own: the default secret file (~/.tfbarrier/secret) never leaks between tests.
   export HOME=$BATS_TEST_TMPDIR/home
   mkdir -p "$HOME"
-  unset TFBARRIER_SECRET_FILE TFBARRIER_KEEPALIVE TFBARRIER_STATE_DIR
+  unset TFBARRIER_SECRET_FILE TFBARRIER_KEEPALIVE TFBARRIER_STATE_DIR XDG_RUNTIME_DIR
 }
 
 # start_host [serve options...]: starts `tfbarrier serve` on 127.0.0.1:0,

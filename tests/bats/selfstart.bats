@@ -1,9 +1,9 @@
 #!/usr/bin/env bats
 # Zero configuration in a plain shell: no launcher, no TFBARRIER_ADDR, no host.
 # The first participant that finds no host starts one itself
-# (`tfbarrier serve --self-started`, log in $TMPDIR/tfbarrier-serve-UID.log).
+# (`tfbarrier serve --self-started`, log in ~/.tfbarrier/serve-NODE.log).
 # TFBARRIER_PORT is a free port, so nothing on 7727 is touched, and each test
-# has its own TMPDIR, so the log is its own. Participants run under `env -i`
+# has its own HOME, so the log is its own. Participants run under `env -i`
 # with only the variables named here.
 # shellcheck disable=SC2154  # $stderr is set by `run --separate-stderr`
 load helpers
@@ -12,7 +12,7 @@ setup() {
   setup_common
   cd "$BATS_TEST_TMPDIR" || return
   PORT=$(free_port)
-  HOST_LOG=$BATS_TEST_TMPDIR/tfbarrier-serve-$(id -u).log
+  HOST_LOG=$HOME/.tfbarrier/serve-$(hostname -s).log
   # A plain shell's environment: nothing but these (and what a command adds).
   PLAIN=(env -i HOME="$HOME" PATH=/usr/bin:/bin TMPDIR="$BATS_TEST_TMPDIR")
   OURS="127\\.0\\.0\\.1:$PORT"  # this test's host's address, as a regex for self_started_pids

@@ -32,20 +32,25 @@ setup() {
   for v in $(compgen -e); do
     case $v in SLURM_* | SLURMD_* | SBATCH_* | SRUN_* | SALLOC_*) unset "$v" ;; esac
   done
-  # The tasks' cwd is srun's; the self-started hosts log to $TMPDIR/tfbarrier-serve-UID.log.
+  # The tasks' cwd is srun's; the self-started hosts log to
+  # ~/.tfbarrier/serve-NODE-JOB.log (HOME is the test's), gathered into HOST_LOG.
   cd "$BATS_TEST_TMPDIR" || return
   export TMPDIR=$BATS_TEST_TMPDIR
-  HOST_LOG=$BATS_TEST_TMPDIR/tfbarrier-serve-$(id -u).log
+  HOST_LOG=$BATS_TEST_TMPDIR/hosts.log
   BG_PIDS=()
 }
 
 teardown() {
   if [ -n "${ROOT_SKIP:-}" ]; then return 0; fi
   teardown_common
+  collect_logs
   stop_self_started "$HOST_LOG"  # the hosts the jobs of this test started
 }
 
 client() { "$INFRA/slurm-client.sh" "$@"; }
+
+# collect_logs: every self-started host's log of this test, in one file: HOST_LOG.
+collect_logs() { cat "$HOME"/.tfbarrier/serve-*.log >"$HOST_LOG" 2>/dev/null || :; }
 
 # port_of JOBID: the port tfbarrier derives from a Slurm job id.
 port_of() { echo $((10000 + $1 % 20000)); }
@@ -145,11 +150,13 @@ warnings=[]"
   # The host: started by a task on node1 (no one else may), listening on node1's
   # address and the port of this job, and exactly one of it.
   port=$(port_of "$jid")
+  collect_logs
   [ -s "$HOST_LOG" ]
+  [ -s "$HOME/.tfbarrier/serve-node1-$jid.log" ]
   run -0 grep "listening on " "$HOST_LOG"
   assert_equal "${#lines[@]}" 1
   assert_output --partial "listening on 10.231.0.1:$port "
-  run -0 grep -c "no host answers at node1:$port; starting one here (log: $HOST_LOG)" "$out"
+  run -0 grep -c "no host answers at node1:$port; starting one here (log: $HOME/.tfbarrier/serve-node1-$jid.log)" "$out"
   run -0 self_started_pids "$HOST_LOG"
   pid=${lines[0]}
   run -0 ip netns identify "$pid"
@@ -171,13 +178,14 @@ warnings=[]"
     BG_PIDS+=($!)
   done
   for p in "${BG_PIDS[@]}"; do
-    wait "$p" || { cat srun-a.out srun-b.out "$HOST_LOG"; false; }
+    wait "$p" || { collect_logs; cat srun-a.out srun-b.out "$HOST_LOG"; false; }
   done
   BG_PIDS=()
 
   mapfile -t jids < <(printf '%s\n' cfg-*-0.json | sed 's/^cfg-\([0-9]*\)-0\.json$/\1/' | sort -n)
   assert_equal "${#jids[@]}" 2
   [ "${jids[0]}" != "${jids[1]}" ]
+  collect_logs
   for jid in "${jids[@]}"; do
     port=$(port_of "$jid")
     for t in 0 1; do
@@ -219,6 +227,7 @@ warnings=[]"
     assert_line source.host=derived:SLURM_STEP_NODELIST
     assert_line n=2
   done
+  collect_logs
   run -0 grep "listening on " "$HOST_LOG"
   assert_equal "${#lines[@]}" 1
   assert_output --partial "listening on 10.231.0.2:"
@@ -228,6 +237,7 @@ warnings=[]"
 @test "a job's host logs no failed authentication for the job's own tasks" {
   run -0 timeout -k 5 30 "$INFRA/slurm-client.sh" srun -N3 -n3 --ntasks-per-node=1 \
     "$TFB" wait --name x --timeout 20s
+  collect_logs
   run -0 grep -c 'release slurm-[0-9]*\.0/x#1: 3 participants' "$HOST_LOG"
   run -0 grep "listening on" "$HOST_LOG"
   assert_output --partial "authentication: MUNGE"
