@@ -47,7 +47,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr std::size_t max_outbox_bytes = 1 << 20;  // a client that reads nothing is dropped past this
+constexpr std::size_t max_outbox_bytes = 1 << 20;  // a client that leaves this much unread is dropped at its next reply
 constexpr std::size_t max_held_bytes = 64 << 10;    // a write_batch holds no more than this for one connection
 
 // The real world for host_conn: the kernel's random nonces, libmunge, getuid().
@@ -269,13 +269,16 @@ void session::start() {
 
 void session::write(std::string bytes, bool close_after) {
   if (stopped_ || close_after_flush_) return;
-  outbox_ += bytes;
-  if (close_after) close_after_flush_ = true;
+  // A client is dropped for what it left unread, not for the size of the
+  // reply it just asked for: a STATUS of 20,000 barriers is several MiB, and
+  // is queued whole (its size is bounded by --max-barriers).
   if (outbox_.size() > max_outbox_bytes) {
     srv_.event(fmt::format("bad client {}: it does not read its replies; closing", remote_));
     stop();
     return;
   }
+  outbox_ += bytes;
+  if (close_after) close_after_flush_ = true;
   // Held back while the server gathers this input's replies, but only up to
   // max_held_bytes: a client that pipelines many STATUS requests (and reads
   // the replies) must not meet max_outbox_bytes for what the kernel would take.

@@ -121,3 +121,28 @@ stop_self_started_on_port() {
   grep -q "listening on 127.0.0.1:$port" "$log"
   stop_self_started_on_port "$port"
 }
+
+@test "status and status --json answer over 20,000 barriers (a reply over 1 MiB is not a client that does not read)" {
+  start_host
+  /usr/bin/python3 - "$TFBARRIER_ADDR" <<'PY'
+import socket, sys
+host, port = sys.argv[1].rsplit(":", 1)
+s = socket.create_connection((host, int(port)))
+s.sendall(b"HELLO v=1 host=t pid=1\n")
+n = 20000
+for start in range(0, n, 1000):
+    s.sendall(b"".join(b"ABORT scope=default name=b%05d :a reason of some length for the reply\n" % i
+                       for i in range(start, start + 1000)))
+got, buf = 0, b""
+while got < n + 1:
+    data = s.recv(1 << 16)
+    if not data:
+        sys.exit("the host closed the connection after %d replies" % got)
+    buf += data
+    got = buf.count(b"\n")
+PY
+  run -0 timeout 60 "$TFB" status
+  [ "${#lines[@]}" -gt 20000 ]
+  run -0 timeout 60 "$TFB" status --json
+  /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); assert len(d["barriers"]) == 20000, len(d["barriers"])' <<<"$output"
+}
