@@ -197,7 +197,7 @@ std::string quote_arg(std::string_view a) {
   return q + "'";
 }
 
-// --max-connections, --max-per-address: decimal, 1 to a billion. (CLI11 took -1
+// --max-connections, --max-per-address, --max-barriers: decimal, 1 to a billion. (CLI11 took -1
 // as the largest size_t, and said of 0 "not in range 0.000000 to 1797...".)
 CLI::Validator connection_limit_validator() {
   return CLI::Validator(
@@ -378,6 +378,9 @@ void define_serve(CLI::App& app, parsed_values& v) {
       ->transform(connection_limit_validator());
   s->add_option("--max-per-address", serve.max_per_address, "Refuse connections past N from one address (default 16384)")
       ->transform(connection_limit_validator());
+  s->add_option("--max-barriers", serve.max_barriers,
+                "Hold at most N barriers; past it, forget the longest idle (default 65536)")
+      ->transform(connection_limit_validator());
   s->add_flag("--self-started", serve.self_started, "(internal) started by a participant")->group("");
   s->add_option("--secret-file", serve.secret_file,
                 "Require clients to know the secret in FILE (default ~/.tfbarrier/secret; made on first use "
@@ -516,7 +519,7 @@ void label_options(CLI::App& app, int argc, char** argv) {
       if (n == "--addr" || n == "--listen") return "HOST:PORT";
       if (n == "--secret-file" || n == "--log" || n == "--file") return "FILE";
       if (n == "--state-dir") return "DIR";
-      if (n == "--n" || n == "--max-connections" || n == "--max-per-address") return "N";
+      if (n == "--n" || n == "--max-connections" || n == "--max-per-address" || n == "--max-barriers") return "N";
       if (n == "--rank") return "RANK";
       if (n == "verdict") return "continue|stop";
       std::string t = o->get_type_name();  // "TEXT:DUR" -> "DUR"

@@ -29,6 +29,7 @@ struct serve_options {
   std::optional<std::string> state_dir;
   std::size_t max_connections = 0;
   std::size_t max_per_address = 16384;
+  std::size_t max_barriers = 65536;
   std::optional<std::string> secret_file;
   bool insecure = false;
   bool no_munge = false;

@@ -119,6 +119,9 @@ class server {
     conn_config_.munge = o.munge;
     conn_config_.server = fmt::format("tfbarrier/{}", tfb::version);
     conn_config_.services = &services_;
+    // Nothing active within a participant's default --connect-timeout is
+    // forgotten to make room: one reconnecting would meet a fresh round 1.
+    state_.limit(o.max_barriers, std::chrono::milliseconds(std::chrono::seconds(60)).count());
   }
 
   bool listen(std::string& error);

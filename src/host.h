@@ -20,6 +20,7 @@ struct host_options {
   std::optional<std::string> state_dir;  ///< journal verdicts and releases here (flushed before acknowledging)
   std::size_t max_connections = 0;    ///< 0: as many as the file-descriptor limit allows
   std::size_t max_per_address = 16384;  ///< connections from one peer address
+  std::size_t max_barriers = 65536;    ///< barriers held at once (barrier_set::limit)
   std::optional<std::string> secret;  ///< shared secret: every client must authenticate (docs/security.md)
   bool munge = false;                 ///< MUNGE: every client must be this host's uid (docs/security.md)
   bool self_started = false;          ///< started by a participant: losing the race for the port is fine

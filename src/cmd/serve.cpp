@@ -236,6 +236,7 @@ int run_serve(const serve_options& o) {
   h.self_started = o.self_started;
   h.max_connections = o.max_connections;
   h.max_per_address = o.max_per_address;
+  h.max_barriers = o.max_barriers;
   if (int rc = authentication(o, h); rc != exit_code::ok) return rc;
   return o.daemon ? serve_detached(o, h) : serve_here(o, h);
 }

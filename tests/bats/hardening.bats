@@ -146,3 +146,14 @@ PY
   run -0 timeout 60 "$TFB" status --json
   /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); assert len(d["barriers"]) == 20000, len(d["barriers"])' <<<"$output"
 }
+
+@test "serve --max-barriers: past the limit a new barrier gets a clear error and exit 69, a known one still works" {
+  start_host --max-barriers 3
+  local i
+  for i in 1 2 3; do run -0 "$TFB" abort --name "b$i" --reason r; done
+  run -69 "$TFB" abort --name b4 --reason r
+  assert_output --partial "the host holds 3 barriers, its limit (serve --max-barriers)"
+  run -0 "$TFB" abort --name b2 --reason again
+  run -69 timeout 20 "$TFB" wait --name b5 --n 1
+  assert_output --partial "--max-barriers"
+}
