@@ -2,6 +2,9 @@
 // connection, a timer for every deadline, a signal_set for SIGINT/SIGTERM.
 #include "client.h"
 
+#include <pwd.h>
+#include <unistd.h>
+
 #include <asio.hpp>
 #include <chrono>
 #include <deque>
@@ -12,6 +15,7 @@
 #include "address.h"
 #include "auth.h"
 #include "client_conn.h"
+#include "peer_owner.h"
 #include "exit_codes.h"
 #include "munge_auth.h"
 #include "text.h"
@@ -278,6 +282,16 @@ class engine {
   /// One connection: how it ended (over when the call finished).
   awaitable<conn_end> session(const std::string& request) {
     if (!co_await connect()) co_return conn_end{};
+    // Without a secret, nothing proves who the host is: on this machine it
+    // must be our own user's (or root's), since anyone may bind a port first.
+    // The kernel says whose it is before a byte goes out, so a stranger's
+    // host learns not even the barrier's name.
+    if (peer_loopback_ && !o_.secret) {
+      if (auto refused = stranger_host()) {
+        finish(outcome{exit_code::auth, "", std::move(*refused)});
+        co_return conn_end{};
+      }
+    }
     connected_ = true;
     greeted_ = false;
     silent_ = false;
@@ -294,6 +308,24 @@ class engine {
     greeted_ = false;
     keepalive_.cancel();
     co_return end;
+  }
+
+  /// Why the host at the other end of this loopback connection is not to be
+  /// trusted without a secret, or nullopt when it runs as us (or root).
+  std::optional<std::string> stranger_host() {
+    std::string why;
+    auto uid = peer_owner(socket_.native_handle(), why);
+    if (!uid)
+      return fmt::format("cannot tell which user runs the host at {}: {}; give both sides a shared secret "
+                         "(tfbarrier secret, then --secret-file)",
+                         o_.addr, why);
+    if (*uid == ::geteuid() || *uid == 0) return std::nullopt;
+    std::string name = fmt::format("uid {}", *uid);
+    if (const passwd* pw = ::getpwuid(*uid)) name += fmt::format(" ({})", pw->pw_name);
+    return fmt::format("the host at {} is run by {}, not by you: another user's host could forge the verdict. "
+                       "Use a port of your own (TFBARRIER_PORT or --addr), or a shared secret on both sides "
+                       "(tfbarrier secret, then --secret-file)",
+                       o_.addr, name);
   }
 
   /// Acts on what the connection made of one line; true when the connection is over.

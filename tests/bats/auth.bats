@@ -13,26 +13,6 @@ teardown() {
   [ -z "${OTHER_DIR:-}" ] || rm -rf "$OTHER_DIR"
 }
 
-# other_uid_tfb USER: sets OTHER_TFB to a copy of $TFB that USER can run. The
-# build may lie where USER cannot enter (a clone in root's 0700 home, or in
-# Bats' own 0700 temporary directory), and USER would get exit 126 instead of
-# tfbarrier's own answer. The copy is root's, in a directory of root's that
-# others may pass through but neither list nor write (0711): USER can run it,
-# and cannot change or replace it.
-other_uid_tfb() {
-  local user=$1
-  OTHER_DIR=$(mktemp -d /tmp/tfb-other-uid.XXXXXX)
-  chmod 0711 "$OTHER_DIR"
-  OTHER_TFB=$OTHER_DIR/tfbarrier
-  install -m 0755 "$TFB" "$OTHER_TFB"
-  # USER can run it, and can write neither it nor its directory.
-  run -0 runuser -u "$user" -- "$OTHER_TFB" --version
-  # shellcheck disable=SC2016  # expanded by sh
-  run -0 runuser -u "$user" -- sh -c 'for f; do test -w "$f" && echo "writable: $f"; done; echo checked' _ \
-    "$OTHER_TFB" "$OTHER_DIR"
-  assert_output checked
-}
-
 # The test that needs munged starts it when it is not running, and stops it
 # again here: a daemon left behind would outlive the suite.
 stop_munged_if_ours() {

@@ -12,6 +12,8 @@ setup() {
 teardown() {
   teardown_common
   [ -z "${SELF_PORT:-}" ] || stop_self_started_on_port "$SELF_PORT"
+  [ -z "${OTHER_PID:-}" ] || { kill "$OTHER_PID" 2>/dev/null; wait "$OTHER_PID" 2>/dev/null || :; }
+  teardown_other_uid
 }
 
 # stop_self_started_on_port PORT: ends the self-started host listening on
@@ -156,4 +158,33 @@ PY
   run -0 "$TFB" abort --name b2 --reason again
   run -69 timeout 20 "$TFB" wait --name b5 --n 1
   assert_output --partial "--max-barriers"
+}
+
+# other_host: another user (tfbtest) starts a host on loopback first; OTHER_ADDR is where.
+other_host() {
+  other_uid_tfb tfbtest
+  local out=$BATS_TEST_TMPDIR/other.out
+  runuser -u tfbtest -- env HOME=/ "$OTHER_TFB" serve --listen 127.0.0.1:0 >"$out" 2>"$BATS_TEST_TMPDIR/other.log" 3>&- &
+  OTHER_PID=$!
+  for _ in $(seq 200); do
+    grep -q '^TFBARRIER_ADDR=' "$out" && break
+    sleep 0.05
+  done
+  OTHER_ADDR=$(sed -n 's/^TFBARRIER_ADDR=//p' "$out")
+  [ -n "$OTHER_ADDR" ]
+}
+
+@test "a participant without a secret takes no verdict from another user's host on loopback, and tells it nothing" {
+  other_host
+  run -77 timeout 20 "$TFB" wait --name epoch1 --n 2 --rank 1 --addr "$OTHER_ADDR"
+  assert_output --partial "is run by uid $(id -u tfbtest) (tfbtest), not by you"
+  run -77 timeout 20 "$TFB" decide stop --name epoch1 --n 2 --rank 0 --message secret-plan --addr "$OTHER_ADDR"
+  # The stranger's host never heard of the barrier, nor of the message.
+  run grep -E 'epoch1|secret-plan|arrive' "$BATS_TEST_TMPDIR/other.log"
+  assert_output ""
+}
+
+@test "a participant takes its own user's host on loopback, as before" {
+  start_host
+  run -0 timeout 20 "$TFB" wait --name own --n 1
 }

@@ -399,3 +399,28 @@ assert_pipe_released() {
   run -0 ls -l "/proc/$pid/fd"
   refute_output --partial "$EOF_PIPE"
 }
+
+# other_uid_tfb USER: sets OTHER_TFB to a copy of $TFB that USER can run. The
+# build may lie where USER cannot enter (a clone in root's 0700 home, or in
+# Bats' own 0700 temporary directory), and USER would get exit 126 instead of
+# tfbarrier's own answer. The copy is root's, in a directory of root's that
+# others may pass through but neither list nor write (0711): USER can run it,
+# and cannot change or replace it.
+other_uid_tfb() {
+  local user=$1
+  OTHER_DIR=$(mktemp -d /tmp/tfb-other-uid.XXXXXX)
+  chmod 0711 "$OTHER_DIR"
+  OTHER_TFB=$OTHER_DIR/tfbarrier
+  install -m 0755 "$TFB" "$OTHER_TFB"
+  # USER can run it, and can write neither it nor its directory.
+  run -0 runuser -u "$user" -- "$OTHER_TFB" --version
+  # shellcheck disable=SC2016  # expanded by sh
+  run -0 runuser -u "$user" -- sh -c 'for f; do test -w "$f" && echo "writable: $f"; done; echo checked' _ \
+    "$OTHER_TFB" "$OTHER_DIR"
+  assert_output checked
+}
+
+# teardown_other_uid: removes other_uid_tfb's copy.
+teardown_other_uid() {
+  [ -z "${OTHER_DIR:-}" ] || rm -rf "$OTHER_DIR"
+}
