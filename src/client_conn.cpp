@@ -74,7 +74,20 @@ conn_output client_conn::feed(std::string l) {
                                        "port, set TFBARRIER_PORT or --addr",
                                        cfg_.addr, err));
   if (!rep) return {};
-  if (auto* e = std::get_if<proto::error_reply>(&*rep)) return fail(exit_for(e->kind), e->text);
+  if (auto* e = std::get_if<proto::error_reply>(&*rep)) {
+    // Until the host has proved who it is, only the handshake's own errors
+    // are believed: a fake host must not make a participant exit 3 or 4
+    // with words of its choosing.
+    using k = proto::error_kind;
+    bool handshake_error = e->kind == k::version || e->kind == k::handshake || e->kind == k::toolong ||
+                           e->kind == k::badrequest || e->kind == k::timeout || e->kind == k::busy || e->kind == k::auth;
+    if (!greeted_ && !handshake_error)
+      return fail(exit_code::protocol,
+                  fmt::format("the program at {} answered ERR {} before it greeted as a tfbarrier host; if another "
+                              "program has that port, set TFBARRIER_PORT or --addr",
+                              cfg_.addr, proto::to_string(e->kind)));
+    return fail(exit_for(e->kind), e->text);
+  }
   if (!greeted_) {
     auto* hr = std::get_if<proto::hello_reply>(&*rep);
     if (!hr)

@@ -200,7 +200,13 @@ TEST(ClientConn, ErrReplies) {
   for (auto& k : cases) {
     EXPECT_EQ(exit_for(k.kind), k.code);
     client_under_test before;  // before the greeting (a full host, a version the host refuses)
-    expect_failed(before.feed(proto::error_reply{k.kind, "told so"}), k.code, "told so");
+    // ... where only the handshake's own errors are believed (#19 item 2).
+    bool handshake = k.kind == proto::error_kind::version || k.kind == proto::error_kind::busy ||
+                     k.kind == proto::error_kind::auth || k.kind == proto::error_kind::badrequest;
+    if (handshake)
+      expect_failed(before.feed(proto::error_reply{k.kind, "told so"}), k.code, "told so");
+    else
+      expect_failed(before.feed(proto::error_reply{k.kind, "told so"}), exit_code::protocol, "before it greeted");
     client_under_test after;
     after.feed(greeting());
     expect_failed(after.feed(proto::error_reply{k.kind, "told so"}), k.code, "told so");
@@ -436,4 +442,41 @@ TEST(ClientConn, MungeCannotEncode) {
 }
 
 }  // namespace
+}  // namespace tfb::client
+
+// #19 item 2: before the host has greeted (and proved itself, with a secret),
+// only the handshake's own errors count; any other ERR is a protocol error.
+namespace tfb::client {
+TEST(ClientConnBeforeGreeting, OnlyHandshakeErrorsAreBelieved) {
+  struct env_t : client_env {
+    std::string nonce() override { return "00112233445566778899aabbccddeeff"; }
+    std::optional<munge_auth::decoded> munge_decode(std::string_view, std::string& e) override {
+      e = "no munge";
+      return std::nullopt;
+    }
+    std::optional<std::string> munge_encode(std::string_view, uid_t, std::string& e) override {
+      e = "no munge";
+      return std::nullopt;
+    }
+    uid_t uid() override { return 1000; }
+  } env;
+  const std::string secret = "0123456789abcdef0123456789abcdef";
+  conn_config cfg;
+  cfg.addr = "127.0.0.1:1";
+  cfg.client_host = "n1";
+  cfg.pid = 1;
+  cfg.secret = &secret;
+  for (const char* line : {"ERR ABORTED :you were aborted", "ERR CONFLICT :rank 0 is taken", "ERR NEEDN :x"}) {
+    client_conn c(cfg, env, "ARRIVE name=a scope=default id=x n=2 rank=0\n");
+    (void)c.start("00112233445566778899aabbccddeeff");
+    auto out = c.feed(line);
+    EXPECT_EQ(out.event, conn_event::failed) << line;
+    EXPECT_EQ(out.exit_code, 70) << line;
+    EXPECT_NE(out.error.find("before it greeted"), std::string::npos) << out.error;
+  }
+  client_conn c(cfg, env, "ARRIVE name=a scope=default id=x n=2 rank=0\n");
+  (void)c.start("00112233445566778899aabbccddeeff");
+  auto out = c.feed("ERR BUSY :too many connections");
+  EXPECT_EQ(out.exit_code, 69);
+}
 }  // namespace tfb::client
