@@ -494,14 +494,16 @@ void define_commands(CLI::App& app, std::string_view selected, parsed_values& v)
   // Build only the command being run: CLI11 spends most of a short command's
   // start-up building options, and a `wait` needs only its own. With no command
   // (or --help before it), build them all for the top-level help.
-  auto want = [&](std::string_view name) { return selected.empty() || selected == name; };
-  if (want("serve")) define_serve(app, v);
-  if (want("wait")) define_wait(app, v);
-  if (want("decide")) define_decide(app, v);
-  if (want("abort")) define_abort(app, v);
-  if (want("status")) define_status(app, v);
-  if (want("config")) define_config(app, v);
-  if (want("secret")) define_secret(app, v);
+  struct definition {
+    std::string_view name;
+    void (*define)(CLI::App&, parsed_values&);
+  };
+  static constexpr definition table[]{{"serve", define_serve},   {"wait", define_wait},
+                                      {"decide", define_decide}, {"abort", define_abort},
+                                      {"status", define_status}, {"config", define_config},
+                                      {"secret", define_secret}};
+  for (const definition& d : table)
+    if (selected.empty() || selected == d.name) d.define(app, v);
 }
 
 /// Returns whether help is asked for.
@@ -743,17 +745,20 @@ parsed_command parse_command_line(int argc, char** argv, const env_lookup& env) 
 }
 
 int run_command(const parsed_command& c) {
-  switch (c.kind) {
-    case command_kind::serve: return run_serve(c.serve);
-    case command_kind::wait: return run_wait(c.wait);
-    case command_kind::decide: return run_decide(c.decide);
-    case command_kind::abort: return run_abort(c.abort);
-    case command_kind::status: return run_status(c.status);
-    case command_kind::config: return run_config(c.config);
-    case command_kind::secret: return run_secret(c.secret);
-    case command_kind::none: break;
-  }
-  return c.exit_code;
+  using runner = int (*)(const parsed_command&);
+  // In command_kind's order; none answers with the exit code of parsing.
+  static constexpr runner table[]{
+      [](const parsed_command& p) { return p.exit_code; },
+      [](const parsed_command& p) { return run_serve(p.serve); },
+      [](const parsed_command& p) { return run_wait(p.wait); },
+      [](const parsed_command& p) { return run_decide(p.decide); },
+      [](const parsed_command& p) { return run_abort(p.abort); },
+      [](const parsed_command& p) { return run_status(p.status); },
+      [](const parsed_command& p) { return run_config(p.config); },
+      [](const parsed_command& p) { return run_secret(p.secret); },
+  };
+  static_assert(std::size(table) == static_cast<std::size_t>(command_kind::secret) + 1);
+  return table[static_cast<std::size_t>(c.kind)](c);
 }
 
 int run_cli(int argc, char** argv) { return run_command(parse_command_line(argc, argv, cmd::process_env())); }
