@@ -12,7 +12,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "cmd/common.h"
 #include "commands.h"
 #include "exit_codes.h"
 #include "protocol.h"
@@ -497,20 +496,17 @@ void define_commands(CLI::App& app, std::string_view selected, parsed_values& v)
   // Build only the command being run: CLI11 spends most of a short command's
   // start-up building options, and a `wait` needs only its own. With no command
   // (or --help before it), build them all for the top-level help.
-  struct definition {
-    std::string_view name;
-    void (*define)(CLI::App&, parsed_values&);
-  };
-  static constexpr definition table[]{{"serve", define_serve},   {"wait", define_wait},
-                                      {"decide", define_decide}, {"abort", define_abort},
-                                      {"status", define_status}, {"config", define_config},
-                                      {"secret", define_secret}};
-  for (const definition& d : table)
-    if (selected.empty() || selected == d.name) d.define(app, v);
+  auto want = [&](std::string_view name) { return selected.empty() || selected == name; };
+  if (want("serve")) define_serve(app, v);
+  if (want("wait")) define_wait(app, v);
+  if (want("decide")) define_decide(app, v);
+  if (want("abort")) define_abort(app, v);
+  if (want("status")) define_status(app, v);
+  if (want("config")) define_config(app, v);
+  if (want("secret")) define_secret(app, v);
 }
 
-/// Returns whether help is asked for.
-bool label_options(CLI::App& app, int argc, char** argv) {
+void label_options(CLI::App& app, int argc, char** argv) {
   // --help shows what each option takes (DUR, FILE, HOST:PORT), not CLI11's
   // "TEXT:DUR" or "UINT:in [1 - 1000000]". Only when help is asked for.
   bool any_help = false;
@@ -539,52 +535,11 @@ bool label_options(CLI::App& app, int argc, char** argv) {
         o->option_text(text);
       }
   }
-  return any_help;
-}
 
-// An option that a variable may give (TFBARRIER_TIMEOUT for --timeout).
-struct env_option {
-  const CLI::Option* option;
-  std::string variable;
-  bool set;  // the variable is set (and not empty) in the environment passed in
-};
-
-bool typed(const CLI::Option* o, int argc, char** argv) {
-  for (int i = 1; i < argc && std::string_view(argv[i]) != "--"; ++i)
-    for (const auto& l : o->get_lnames()) {
-      std::string_view arg = argv[i];
-      if (arg.size() >= l.size() + 2 && arg.starts_with("--") && arg.substr(2, l.size()) == l &&
-          (arg.size() == l.size() + 2 || arg[l.size() + 2] == '=')) return true;
-    }
-  return false;
-}
-
-/// The environment's values of the options of the one command built, taken
-/// from env and not from the process (CLI11 reads getenv): each such option
-/// loses its envname and, when not typed, gets `--option=VALUE` right after
-/// the command word. args is the command line then to parse.
-std::vector<env_option> apply_env(CLI::App& app, int argc, char** argv, const env_lookup& env,
-                                  std::vector<std::string>& injected, std::vector<char*>& args) {
-  std::vector<env_option> found;
-  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
-    for (CLI::Option* o : sub->get_options()) {
-      if (o->get_envname().empty()) continue;
-      std::string variable = o->get_envname();
-      o->envname("");
-      auto value = env(variable);
-      bool set = value && !value->empty();
-      found.push_back({o, variable, set});
-      if (set && !typed(o, argc, argv)) injected.push_back(fmt::format("--{}={}", o->get_lnames().front(), *value));
-    }
-  args.assign(argv, argv + argc);
-  for (std::size_t i = 0; i < injected.size(); ++i)
-    args.insert(args.begin() + 2 + static_cast<std::ptrdiff_t>(i), injected[i].data());
-  return found;
 }
 
 /// Prints a parse error in our words and returns the usage exit code.
-int report_parse_error(CLI::App& app, const CLI::ParseError& e, int argc, char** argv,
-                       const std::vector<env_option>& env_options) {
+int report_parse_error(CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
   CLI::App* sub = nullptr;  // the command that was being parsed, if any
   for (auto* parsed : app.get_subcommands()) sub = parsed;
   std::string which = sub ? sub->get_name() : "";
@@ -619,9 +574,9 @@ int report_parse_error(CLI::App& app, const CLI::ParseError& e, int argc, char**
   // A bad value that came from the environment: name the variable, which is
   // what the user must fix ("TFBARRIER_KEEPALIVE (for --keepalive): ...").
   if (sub)
-    for (const env_option& eo : env_options) {
-      std::string name = eo.option->get_name(false, true), env = eo.variable;
-      if (!text.starts_with(name + ": ") || !eo.set) continue;
+    for (const CLI::Option* o : sub->get_options()) {
+      std::string name = o->get_name(false, true), env = o->get_envname();
+      if (env.empty() || !text.starts_with(name + ": ") || !std::getenv(env.c_str())) continue;
       bool typed = false;
       for (int i = 1; i < argc; ++i) {
         std::string_view arg = argv[i];
@@ -634,55 +589,43 @@ int report_parse_error(CLI::App& app, const CLI::ParseError& e, int argc, char**
   return exit_code::usage;
 }
 
-/// The command that was parsed, its durations converted from what was typed.
-parsed_command to_command(parsed_values& v) {
-  parsed_command c;
+/// Converts what is typed (durations) and runs the command that was parsed.
+int dispatch(parsed_values& v) {
   if (v.s && v.s->parsed()) {
     set_duration(v.idle_exit, v.serve.idle_exit);
     set_duration(v.forget_after, v.serve.forget_after);
-    c.kind = command_kind::serve;
-    c.serve = std::move(v.serve);
-  } else if (v.w && v.w->parsed()) {
+    return run_serve(v.serve);
+  }
+  if (v.w && v.w->parsed()) {
     set_duration(v.wait_timeout, v.wait.timeout);
     set_duration(v.wait_progress, v.wait.progress);
     set_common(v.wait_text, v.wait.common);
-    c.kind = command_kind::wait;
-    c.wait = std::move(v.wait);
-  } else if (v.d && v.d->parsed()) {
+    return run_wait(v.wait);
+  }
+  if (v.d && v.d->parsed()) {
     set_duration(v.decide_timeout, v.decide.timeout);
     set_common(v.decide_text, v.decide.common);
-    c.kind = command_kind::decide;
-    c.decide = std::move(v.decide);
-  } else if (v.a && v.a->parsed()) {
-    set_common(v.abort_text, v.abort.common);
-    c.kind = command_kind::abort;
-    c.abort = std::move(v.abort);
-  } else if (v.st && v.st->parsed()) {
-    set_common(v.status_text, v.status.common);
-    c.kind = command_kind::status;
-    c.status = std::move(v.status);
-  } else if (v.sec && v.sec->parsed()) {
-    c.kind = command_kind::secret;
-    c.secret = std::move(v.secret);
-  } else if (v.cf && v.cf->parsed()) {
-    set_common(v.config_text, v.config.common);
-    c.kind = command_kind::config;
-    c.config = std::move(v.config);
-  } else {
-    c.exit_code = exit_code::usage;
+    return run_decide(v.decide);
   }
-  return c;
-}
-
-parsed_command answered(int exit_code) {
-  parsed_command c;
-  c.exit_code = exit_code;
-  return c;
+  if (v.a && v.a->parsed()) {
+    set_common(v.abort_text, v.abort.common);
+    return run_abort(v.abort);
+  }
+  if (v.st && v.st->parsed()) {
+    set_common(v.status_text, v.status.common);
+    return run_status(v.status);
+  }
+  if (v.sec && v.sec->parsed()) return run_secret(v.secret);
+  if (v.cf && v.cf->parsed()) {
+    set_common(v.config_text, v.config.common);
+    return run_config(v.config);
+  }
+  return exit_code::usage;
 }
 
 }  // namespace
 
-parsed_command parse_command_line(int argc, char** argv, const env_lookup& env) {
+int run_cli(int argc, char** argv) {
   // `tfbarrier help [COMMAND]`, as git and cargo have it: the same as
   // `tfbarrier [COMMAND] --help`.
   if (argc > 3 && std::string_view(argv[1]) == "help") {
@@ -690,7 +633,7 @@ parsed_command parse_command_line(int argc, char** argv, const env_lookup& env) 
     for (int i = 2; i < argc; ++i) words += fmt::format("{}{}", i > 2 ? " " : "", argv[i]);
     print_error(fmt::format("help takes one command at most, not '{}'", words));
     tfb::print(stderr, "Run 'tfbarrier help [COMMAND]'.\n");
-    return answered(exit_code::usage);
+    return exit_code::usage;
   }
   if (argc >= 2 && argc <= 3 && std::string_view(argv[1]) == "help") {
     static std::string help_flag = "--help";
@@ -699,14 +642,12 @@ parsed_command parse_command_line(int argc, char** argv, const env_lookup& env) 
     if (argc == 3) args.push_back(argv[2]);
     args.push_back(help_flag.data());
     args.push_back(nullptr);
-    return parse_command_line(static_cast<int>(args.size()) - 1, args.data(), env);
+    return run_cli(static_cast<int>(args.size()) - 1, args.data());
   }
   // Never destroyed: the process exits soon after the command returns, and
   // tearing CLI11's options down cost a `wait` 40,000 instructions (6%). A
   // static keeps it reachable, so leak checkers do not report it.
-  // (A second parse, in the unit tests, frees the first.)
   static CLI::App* command_line = nullptr;
-  delete command_line;
   CLI::App& app = *(command_line = new CLI::App{"tfbarrier: a named, reusable barrier for cluster job scripts.\n"
                "After each epoch every worker waits at a barrier; the chief (rank 0) decides\n"
                "whether the job goes on (exit 0) or stops (exit 1).",
@@ -723,47 +664,22 @@ parsed_command parse_command_line(int argc, char** argv, const env_lookup& env) 
       "Run 'tfbarrier COMMAND --help' (or 'tfbarrier help COMMAND') for one command. See tfbarrier(1).\n");
 
   std::string_view selected;
-  if (int rc = check_command_word(argc, argv, selected); rc >= 0) return answered(rc);
+  if (int rc = check_command_word(argc, argv, selected); rc >= 0) return rc;
   parsed_values v;
   define_commands(app, selected, v);
-  bool help = label_options(app, argc, argv);
-  // For help, the variables' names stay: --help shows them.
-  std::vector<std::string> injected;
-  std::vector<char*> args;
-  std::vector<env_option> env_options;
-  if (!help && !selected.empty()) env_options = apply_env(app, argc, argv, env, injected, args);
+  label_options(app, argc, argv);
   try {
-    if (args.empty()) app.parse(argc, argv);
-    else app.parse(static_cast<int>(args.size()), args.data());
+    app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return answered(app.exit(e));
+    return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
-    return answered(app.exit(e));
+    return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
-    return answered(app.exit(e));
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return answered(report_parse_error(app, e, argc, argv, env_options));
+    return report_parse_error(app, e, argc, argv);
   }
-  return to_command(v);
+  return dispatch(v);
 }
-
-int run_command(const parsed_command& c) {
-  using runner = int (*)(const parsed_command&);
-  // In command_kind's order; none answers with the exit code of parsing.
-  static constexpr runner table[]{
-      [](const parsed_command& p) { return p.exit_code; },
-      [](const parsed_command& p) { return run_serve(p.serve); },
-      [](const parsed_command& p) { return run_wait(p.wait); },
-      [](const parsed_command& p) { return run_decide(p.decide); },
-      [](const parsed_command& p) { return run_abort(p.abort); },
-      [](const parsed_command& p) { return run_status(p.status); },
-      [](const parsed_command& p) { return run_config(p.config); },
-      [](const parsed_command& p) { return run_secret(p.secret); },
-  };
-  static_assert(std::size(table) == static_cast<std::size_t>(command_kind::secret) + 1);
-  return table[static_cast<std::size_t>(c.kind)](c);
-}
-
-int run_cli(int argc, char** argv) { return run_command(parse_command_line(argc, argv, cmd::process_env())); }
 
 }  // namespace tfb

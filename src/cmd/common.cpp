@@ -20,6 +20,7 @@ namespace tfb {
 void print_error(const std::string& text) { tfb::print(stderr, "tfbarrier: error: {}\n", printable(text)); }
 
 namespace cmd {
+namespace {
 
 env_lookup process_env() {
   return [](std::string_view name) -> std::optional<std::string> {
@@ -28,8 +29,6 @@ env_lookup process_env() {
     return std::string(v);
   };
 }
-
-namespace {
 
 std::string self_exe() {
   char buf[4096];
@@ -89,21 +88,16 @@ std::string random_id() {
 }
 
 
-flag_inputs flags_of(const common_options& c, std::optional<std::uint32_t> n, std::optional<std::uint32_t> rank,
-                     bool counts) {
+std::optional<settings> resolve(const common_options& c, std::optional<std::uint32_t> n,
+                                std::optional<std::uint32_t> rank, bool counts) {
   flag_inputs f;
   f.addr = c.addr;
   f.scope = c.scope;
   f.n = n;
   f.rank = rank;
   f.counts = counts;
-  return f;
-}
-
-std::optional<settings> resolve(const common_options& c, std::optional<std::uint32_t> n,
-                                std::optional<std::uint32_t> rank, bool counts) {
   std::string error;
-  auto s = resolve_settings(flags_of(c, n, rank, counts), process_env(), short_hostname(), error);
+  auto s = resolve_settings(f, process_env(), short_hostname(), error);
   if (!s) print_error(error);
   return s;
 }

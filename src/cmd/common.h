@@ -14,11 +14,6 @@ namespace tfb::cmd {
 std::string short_hostname();
 /// 16 random letters and digits: a participant's id.
 std::string random_id();
-/// The process environment, read lazily (getenv at each lookup, nothing copied).
-env_lookup process_env();
-/// What the command line gave, for resolve_settings.
-flag_inputs flags_of(const common_options& c, std::optional<std::uint32_t> n, std::optional<std::uint32_t> rank,
-                     bool counts = true);
 /// Resolves the settings from the flags and the process's environment; prints why not.
 std::optional<settings> resolve(const common_options& c, std::optional<std::uint32_t> n,
                                 std::optional<std::uint32_t> rank, bool counts = true);
