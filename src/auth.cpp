@@ -122,11 +122,11 @@ std::optional<std::string> load_secret(const std::string& path, std::string& err
     return std::nullopt;
   }
   // Ours alone: root would otherwise take any user's 0600 file as its secret.
-  if (st.st_uid != ::geteuid()) {
+  if (st.st_uid != ::getuid()) {
     ::close(fd);
     error = fmt::format("the secret file {} belongs to uid {}, not to you (uid {}); use a secret file of your own "
                         "(`tfbarrier secret --file PATH`)",
-                        path, st.st_uid, ::geteuid());
+                        path, st.st_uid, ::getuid());
     return std::nullopt;
   }
   if ((st.st_mode & 077) != 0) {

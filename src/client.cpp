@@ -319,9 +319,12 @@ class engine {
       return fmt::format("cannot tell which user runs the host at {}: {}; give both sides a shared secret "
                          "(tfbarrier secret, then --secret-file)",
                          o_.addr, why);
-    if (*uid == ::geteuid() || *uid == 0) return std::nullopt;
+    if (*uid == ::getuid() || *uid == 0) return std::nullopt;
     std::string name = fmt::format("uid {}", *uid);
-    if (const passwd* pw = ::getpwuid(*uid)) name += fmt::format(" ({})", pw->pw_name);
+    passwd pw{};
+    passwd* found = nullptr;
+    char buf[4096];
+    if (::getpwuid_r(*uid, &pw, buf, sizeof buf, &found) == 0 && found) name += fmt::format(" ({})", pw.pw_name);
     return fmt::format("the host at {} is run by {}, not by you: another user's host could forge the verdict. "
                        "Use a port of your own (TFBARRIER_PORT or --addr), or a shared secret on both sides "
                        "(tfbarrier secret, then --secret-file)",

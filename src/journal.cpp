@@ -201,21 +201,24 @@ bool journal::read(const std::function<void(const journal_entry&)>& restore,
   if (fd >= 0) ::close(fd);
   auto checked = files::open_in(dir_fd_.get(), "journal", O_RDONLY, 0600, dir_, error);
   if (!checked) return false;
-  std::FILE* f = ::fdopen(checked->release(), "r");
-  if (!f) {
-    error = fmt::format("cannot read the journal {}: {}", path_, std::strerror(errno));
-    return false;
+  std::string text;
+  char chunk[1 << 16];
+  for (ssize_t n; (n = ::read(checked->get(), chunk, sizeof chunk)) != 0;) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      error = fmt::format("cannot read the journal {}: {}", path_, std::strerror(errno));
+      return false;
+    }
+    text.append(chunk, static_cast<std::size_t>(n));
   }
-  char* buf = nullptr;
-  std::size_t cap = 0;
-  ssize_t len;
   std::size_t lineno = 0;
   bool ok = true;
-  while ((len = ::getline(&buf, &cap, f)) > 0) {
-    std::string_view line(buf, static_cast<std::size_t>(len));
+  for (std::size_t at = 0; at < text.size();) {
+    std::size_t nl = text.find('\n', at);
     // Only the last line can lack its newline: the one a crash tore.
-    bool torn = !line.ends_with('\n');
-    if (!torn) line.remove_suffix(1);
+    bool torn = nl == std::string::npos;
+    std::string_view line(text.data() + at, (torn ? text.size() : nl) - at);
+    at = torn ? text.size() : nl + 1;
     ++lineno;
     std::string err;
     if (lineno == 1) {
@@ -239,8 +242,6 @@ bool journal::read(const std::function<void(const journal_entry&)>& restore,
       break;
     }
   }
-  std::free(buf);
-  std::fclose(f);
   return ok;
 }
 

@@ -51,7 +51,7 @@ bool make_dirs(const std::string& path, std::string& error) {
 /// The checks every file and directory of ours must pass: ours, and nobody
 /// else may change it.
 bool check_owner(const struct stat& st, const std::string& shown, const char* what, std::string& error) {
-  uid_t me = ::geteuid();
+  uid_t me = ::getuid();
   if (st.st_uid != me) {
     error = fmt::format("{} {} belongs to uid {}, not to you (uid {}): another user could have made it to plant "
                         "or read files there; remove it, or use a {} of your own",
@@ -112,8 +112,8 @@ std::optional<fd> open_dir(const std::string& path, bool create, bool private_on
   fd d(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!d) {
     if (errno == ELOOP || errno == ENOTDIR) {
-      struct stat st{};
-      if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+      char target[1];
+      if (::readlink(path.c_str(), target, sizeof target) >= 0)
         error = fmt::format("the directory {} is a symbolic link; tfbarrier does not follow links there: remove "
                             "it, or name the real directory",
                             path);
@@ -163,7 +163,7 @@ std::optional<fd> open_in(int dir, std::string_view name, int flags, mode_t mode
   }
   // What we may write we also narrow to its mode: a default ACL, or our own
   // file from an older version, can be wider.
-  if (st.st_uid == ::geteuid() && (flags & O_CREAT) != 0 && (st.st_mode & 07777) != mode &&
+  if (st.st_uid == ::getuid() && (flags & O_CREAT) != 0 && (st.st_mode & 07777) != mode &&
       ::fchmod(f.get(), mode) == 0)
     st.st_mode = (st.st_mode & ~static_cast<mode_t>(07777)) | mode;
   if (!check_owner(st, shown, "the file", error)) return std::nullopt;
@@ -187,22 +187,22 @@ bool replace_in(int dir, std::string_view name, std::string_view bytes, const st
 
 std::optional<std::string> home_dir(std::string& error) {
   if (const char* h = std::getenv("HOME"); h && *h) return std::string(h);
-  long size = ::sysconf(_SC_GETPW_R_SIZE_MAX);
-  std::vector<char> buf(size > 0 ? static_cast<std::size_t>(size) : 16384);
+  std::vector<char> buf(16384);
   struct passwd pw{};
   struct passwd* found = nullptr;
-  if (::getpwuid_r(::geteuid(), &pw, buf.data(), buf.size(), &found) == 0 && found && found->pw_dir &&
-      *found->pw_dir)
-    return std::string(found->pw_dir);
+  int rc;
+  while ((rc = ::getpwuid_r(::getuid(), &pw, buf.data(), buf.size(), &found)) == ERANGE && buf.size() < (1u << 20))
+    buf.resize(buf.size() * 2);
+  if (rc == 0 && found && found->pw_dir && *found->pw_dir) return std::string(found->pw_dir);
   error = fmt::format("HOME is not set and uid {} has no home directory in the password database; set HOME",
-                      ::geteuid());
+                      ::getuid());
   return std::nullopt;
 }
 
 std::optional<std::string> private_dir_path(std::string& error) {
   if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x && *x == '/') {
     struct stat st{};
-    if (::stat(x, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid() && (st.st_mode & 0777) == 0700)
+    if (::stat(x, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::getuid() && (st.st_mode & 0777) == 0700)
       return join(x, "tfbarrier");
   }
   auto home = home_dir(error);

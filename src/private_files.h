@@ -10,7 +10,9 @@
 // openat(O_NOFOLLOW). A mode given to mkdir or open can be widened by a default
 // ACL (common on HPC project directories), so what this code creates is
 // fchmod-ed after creation as well. Errors are sentences: what is wrong, what
-// to do.
+// to do. Ownership is checked against the real uid: tfbarrier is never
+// setuid, and getuid is a libc import the binary has anyway (each new one
+// costs every start of a `wait`, which binds them all at once).
 #include <optional>
 #include <string>
 #include <string_view>
