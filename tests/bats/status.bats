@@ -116,7 +116,7 @@ teardown() { teardown_common; }
   [ "${#lines[@]}" -eq 2 ]
 
   run -0 --separate-stderr timeout 20 "$TFB" status --name tb
-  assert_line --regexp "^ +rank 0 +$HOSTNAME_ pid $pid0, arrived [0-9]+(ms|s) ago$"
+  assert_line --regexp "^ +rank 0 +$HOSTNAME_ pid $pid0, arrived [0-9]+(\.[0-9])?(ms|s) ago$"
   assert_line --regexp "^ +rank 2 +$HOSTNAME_ pid [0-9]+, arrived "
 }
 
