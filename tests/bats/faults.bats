@@ -290,7 +290,7 @@ release_behind_dead_link() {
   [ "$(id -u)" -eq 0 ] || skip "needs root to mount a small tmpfs as the state dir"
   FULL_MOUNT=$BATS_TEST_TMPDIR/state
   mkdir -p "$FULL_MOUNT"
-  mount -t tmpfs -o size=64k tmpfs "$FULL_MOUNT"
+  mount -t tmpfs -o size=64k,mode=0700 tmpfs "$FULL_MOUNT"
   local addr=127.0.0.1:$(low_port)
   start_host_on "$addr" --state-dir "$FULL_MOUNT"
   local host=$HOST_PID
