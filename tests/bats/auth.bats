@@ -90,9 +90,13 @@ import hashlib, hmac, socket, sys
 host, port, sf = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 k = open(sf).read().strip().encode(); cn = "ab" * 16
 s = socket.create_connection((host, port), timeout=5); f = s.makefile("rwb")
-f.write(f"HELLO v=1 host=t pid=1 nonce={cn}\n".encode()); f.flush()
-hn = dict(t.split("=", 1) for t in f.readline().decode().split()[1:])["nonce"]
-p = hmac.new(k, f"tfbarrier-client-proof\n{cn}\n{hn}".encode(), hashlib.sha256).hexdigest()
+hello = f"HELLO v=2 host=t pid=1 nonce={cn}"
+f.write(f"{hello}\n".encode()); f.flush()
+reply = f.readline().decode().rstrip("\n")
+hn = dict(t.split("=", 1) for t in reply.split()[1:])["nonce"]
+# protocol 2: the proof covers both HELLO lines (the reply's without its proof=)
+t = hashlib.sha256(f"{hello}\n{reply[:reply.index(' proof=')]}\n".encode()).hexdigest()
+p = hmac.new(k, f"tfbarrier-client-proof\n{cn}\n{hn}\n{t}".encode(), hashlib.sha256).hexdigest()
 f.write(f"AUTH proof={p}\nSTATUS mac={'0'*32} scope=*\n".encode()); f.flush()
 print(f.readline().decode().strip())
 PY
@@ -109,7 +113,7 @@ got = {}
 def one(key, hello):
     s = socket.create_connection((host, port), timeout=20); f = s.makefile("rwb")
     if hello:
-        f.write(b"HELLO v=1 host=t pid=1 nonce=" + b"ab" * 16 + b"\n"); f.flush()
+        f.write(b"HELLO v=2 host=t pid=1 nonce=" + b"ab" * 16 + b"\n"); f.flush()
         f.readline()  # the host's HELLO
     got[key] = f.readline().decode().strip()
 ts = [threading.Thread(target=one, args=(k, h)) for k, h in (("silent", False), ("hello", True))]

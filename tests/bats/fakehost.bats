@@ -58,7 +58,7 @@ PY
 }
 
 @test "a host that greets and then says nothing: wait exits 69 within --connect-timeout, --timeout or not" {
-  fake_host keep "HELLO v=1 server=fake auth=none"
+  fake_host keep "HELLO v=2 server=fake auth=none"
   SECONDS=0
   run --separate-stderr timeout 20 "$TFB" wait --name f --n 2 --addr "$FAKE_ADDR" --timeout 30s \
     --connect-timeout 2s --keepalive 500ms
@@ -69,7 +69,7 @@ PY
 }
 
 @test "a host that greets and then closes, time after time: wait exits 69 within --connect-timeout" {
-  fake_host close "HELLO v=1 server=fake auth=none"
+  fake_host close "HELLO v=2 server=fake auth=none"
   SECONDS=0
   run --separate-stderr timeout 20 "$TFB" wait --name f --n 2 --addr "$FAKE_ADDR" --connect-timeout 2s
   [ "$status" -eq 69 ]
@@ -79,7 +79,7 @@ PY
 }
 
 @test "decide and status against a host that greets and closes exit 69 too" {
-  fake_host close "HELLO v=1 server=fake auth=none"
+  fake_host close "HELLO v=2 server=fake auth=none"
   run timeout 20 "$TFB" decide stop --name f --addr "$FAKE_ADDR" --connect-timeout 1s
   [ "$status" -eq 69 ]
   run timeout 20 "$TFB" status --addr "$FAKE_ADDR" --connect-timeout 1s
@@ -97,7 +97,7 @@ PY
 }
 
 @test "a host that asks for an authentication this client does not know: exit 70 at once" {
-  fake_host keep "HELLO v=1 server=fake auth=weird"
+  fake_host keep "HELLO v=2 server=fake auth=weird"
   run --separate-stderr timeout 20 "$TFB" wait --name f --n 2 --addr "$FAKE_ADDR"
   [ "$status" -eq 70 ]
   [[ $stderr == *'authentication "weird"'* ]]
@@ -114,7 +114,7 @@ PY
 }
 
 @test "interrupted, and the round released before the host read the LEAVE: exit 130 all the same, saying so" {
-  fake_host release-on-leave "HELLO v=1 server=fake auth=none"
+  fake_host release-on-leave "HELLO v=2 server=fake auth=none"
   "$TFB" wait --name f --n 2 --addr "$FAKE_ADDR" --progress 100ms >"$BATS_TEST_TMPDIR/w.out" 2>"$BATS_TEST_TMPDIR/w.err" &
   local w=$! i
   for i in $(seq 200); do
