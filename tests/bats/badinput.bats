@@ -134,8 +134,12 @@ host_healthy() {
 @test "badinput: HELLO v=7 gets ERR VERSION and a close" {
   barrier_begin ver
   run -0 wire --hold 3 'HELLO v=7 host=n1 pid=1'
-  assert_output "ERR VERSION :this host speaks protocol version 1, the client asked for 7; use matching tfbarrier versions
+  assert_output "ERR VERSION :this host (tfbarrier/$("$TFB" --version | awk '{print $2}')) speaks protocol version 2, and the client asked for version 7: run the same version of tfbarrier on the host and in the job
 <closed>"
+  # A client of protocol 1 (its proofs cover less) is refused the same way.
+  run -0 wire --hold 3 'HELLO v=1 host=n1 pid=1'
+  assert_line --index 0 --partial "ERR VERSION :this host (tfbarrier/"
+  assert_line --index 0 --partial "speaks protocol version 2, and the client asked for version 1: run the same version"
   run -0 wire --hold 3 'HELLO v=0 host=n1 pid=1'
   assert_line --index 0 --regexp '^ERR VERSION :'
   assert_line --index 1 "<closed>"

@@ -87,13 +87,24 @@ PY
 }
 
 @test "a host of another protocol version: exit 70 at once, naming both versions" {
-  fake_host keep "HELLO v=2 server=tfbarrier/9.0 auth=none"
+  fake_host keep "HELLO v=3 server=tfbarrier/9.0 auth=none"
   SECONDS=0
   run --separate-stderr timeout 20 "$TFB" wait --name f --n 2 --addr "$FAKE_ADDR" --timeout 30s
   [ "$status" -eq 70 ]
   [ "$SECONDS" -le 3 ]
-  [[ $stderr == *"speaks protocol 2"* ]]
-  [[ $stderr == *"speaks 1"* ]]
+  [[ $stderr == *"speaks protocol 3"* ]]
+  [[ $stderr == *"speaks 2"* ]]
+}
+
+@test "a host of protocol 1 refuses this client: exit 70 at once, naming both versions and what to do" {
+  # What a tfbarrier of protocol 1 answers a HELLO v=2, word for word.
+  fake_host keep "ERR VERSION :this host speaks protocol version 1, the client asked for 2; use matching tfbarrier versions"
+  SECONDS=0
+  run --separate-stderr timeout 20 "$TFB" wait --name f --n 2 --addr "$FAKE_ADDR" --timeout 30s
+  [ "$status" -eq 70 ]
+  [ "$SECONDS" -le 3 ]
+  [[ $stderr == *"refused this tfbarrier "*" (protocol version 2): this host speaks protocol version 1"* ]]
+  [[ $stderr == *"run the same version of tfbarrier on the host and in the job"* ]]
 }
 
 @test "a host that asks for an authentication this client does not know: exit 70 at once" {
