@@ -28,9 +28,9 @@ std::string client_conn::start(std::string nonce) {
   nonce_ = std::move(nonce);
   proto::hello h{static_cast<std::uint32_t>(protocol_version), std::string(cfg_.client_host), cfg_.pid,
                  static_cast<std::uint32_t>(cfg_.keepalive.count()), nonce_};
-  hello_ = proto::format_request(h);
-  std::string bytes = hello_ + (cfg_.pipeline ? request_ : std::string());
-  hello_.pop_back();  // the line as the transcript takes it: without its newline
+  std::string bytes = proto::format_request(h);
+  if (cfg_.pipeline) return bytes + request_;  // no handshake to prove: a host that wants one is asked again
+  hello_.assign(bytes, 0, bytes.size() - 1);   // the line as the transcript takes it: without its newline
   return bytes;
 }
 

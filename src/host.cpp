@@ -1,5 +1,7 @@
 // The host's network layer: the acceptor, the sockets, the timers and the
-// writes. One io_context, one thread. The accept, prune and idle loops are
+// writes. One io_context, one thread; only MUNGE calls, which block in
+// libmunge, run on threads of their own (munge_pool), and their results come
+// back to that thread. The accept, prune and idle loops are
 // coroutines; a connection is not: it is a session object, kept alive by the
 // one handler it has pending (a wait for its socket to become readable, or
 // writable when the kernel did not take a reply whole, or its timer), so a
