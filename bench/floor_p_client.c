@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   }
   char req[512];
   int len = snprintf(req, sizeof req,
-                     "HELLO v=1 host=floor pid=%d\nARRIVE name=%s scope=default id=p%dx n=%s rank=- chief=0\n",
+                     "HELLO v=2 host=floor pid=%d\nARRIVE name=%s scope=default id=p%dx n=%s rank=- chief=0\n",
                      (int)getpid(), argv[2], (int)getpid(), argv[3]);
   if (len <= 0 || (size_t)len >= sizeof req) return 2;
   int fd = socket(AF_INET, SOCK_STREAM, 0);

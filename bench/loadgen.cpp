@@ -579,7 +579,7 @@ class worker {
       leave_flight(c);
       return;
     }
-    std::string bytes = proto::format_request(proto::hello{static_cast<u32>(1), "loadgen",
+    std::string bytes = proto::format_request(proto::hello{static_cast<u32>(proto::protocol_version), "loadgen",
                                                           static_cast<u32>(getpid()), o_.keepalive_ms});
     bool arrives = c.r == role::member || c.r == role::chief;
     if (arrives) {

@@ -32,14 +32,14 @@ void check(bool ok) {
 class fuzz_services final : public host_services {
  public:
   std::string nonce() override { return std::string(32, 'a'); }
-  std::optional<std::string> munge_encode(std::string_view, std::string& error) override {
+  std::optional<std::string> munge_encode(std::string_view, std::string& error) {
     if (refuse_encode) {
       error = "down";
       return std::nullopt;
     }
     return std::string("hostcred==");
   }
-  std::optional<munge_auth::decoded> munge_decode(std::string_view cred, std::string& error) override {
+  std::optional<munge_auth::decoded> munge_decode(std::string_view cred, std::string& error) {
     if (cred.empty() || cred.find_first_not_of('M') != std::string_view::npos) {
       error = "refused";
       return std::nullopt;
@@ -49,7 +49,22 @@ class fuzz_services final : public host_services {
     return munge_auth::decoded{"tfbarrier-client-munge\n" + std::string(cred), cred.size() % 2 ? 1000u : 1001u};
   }
   uid_t uid() override { return 1000; }
+  /// host.cpp's part: the call a step asks for, at once (or, by the input's
+  /// first byte, the queue was full or munged too slow).
+  munge_result run(const munge_call& c) {
+    munge_result r;
+    if (busy) {
+      r.how = busy == 1 ? munge_result::status::queue_full : munge_result::status::timed_out;
+      return r;
+    }
+    if (c.kind == munge_call::op::encode)
+      r.cred = munge_encode(c.data, r.error);
+    else
+      r.decoded = munge_decode(c.data, r.error);
+    return r;
+  }
   bool refuse_encode = false;
+  int busy = 0;
 };
 
 bool whole_lines(const std::string& bytes) {
@@ -70,6 +85,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   fuzz_services services;
   services.refuse_encode = data[0] & 4;
+  services.busy = (data[0] >> 4) % 3 == 0 ? (data[0] >> 6) % 2 + 1 : 0;
   host_conn_config cfg;
   cfg.server = "tfbarrier/fuzz";
   cfg.services = &services;
@@ -89,6 +105,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     i += n;
     step = step * 7 % 4111 + 1;
     while (auto s = conn.next(cfg)) {
+      while (s->munge) {  // the connection reads no line until the result comes
+        check(conn.munge_pending() && s->bytes.empty() && !s->close && !s->deliver);
+        s = conn.munge_done(cfg, services.run(*s->munge));
+      }
+      check(!conn.munge_pending());
       check(whole_lines(s->bytes));
       if (s->deliver) {
         check(!s->close && s->bytes.empty() && s->request);

@@ -63,11 +63,32 @@ bool equal(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
-std::string host_proof(std::string_view secret, std::string_view cn, std::string_view hn) {
-  return hmac_hex(secret, fmt::format("tfbarrier-host-proof\n{}\n{}", cn, hn));
+std::string transcript(std::string_view client_hello, std::string_view host_reply_unsigned) {
+  crypto::sha256 h;
+  h.update(client_hello);
+  h.update("\n");
+  h.update(host_reply_unsigned);
+  h.update("\n");
+  crypto::digest d = h.finish();
+  return to_hex(d.data(), d.size());
 }
-std::string client_proof(std::string_view secret, std::string_view cn, std::string_view hn) {
-  return hmac_hex(secret, fmt::format("tfbarrier-client-proof\n{}\n{}", cn, hn));
+
+std::string without_field(std::string_view line, std::string_view key) {
+  // Fields end where the trailing text (" :") begins; values hold no space.
+  std::string_view fields = line.substr(0, line.find(" :"));
+  std::string needle = fmt::format(" {}=", key);
+  std::size_t at = fields.find(needle);
+  if (at == std::string_view::npos) return std::string(line);
+  std::size_t end = fields.find(' ', at + 1);
+  if (end == std::string_view::npos) end = fields.size();
+  return fmt::format("{}{}", line.substr(0, at), line.substr(end));
+}
+
+std::string host_proof(std::string_view secret, std::string_view cn, std::string_view hn, std::string_view t) {
+  return hmac_hex(secret, fmt::format("tfbarrier-host-proof\n{}\n{}\n{}", cn, hn, t));
+}
+std::string client_proof(std::string_view secret, std::string_view cn, std::string_view hn, std::string_view t) {
+  return hmac_hex(secret, fmt::format("tfbarrier-client-proof\n{}\n{}\n{}", cn, hn, t));
 }
 std::string session_key(std::string_view secret, std::string_view cn, std::string_view hn) {
   return hmac_hex(secret, fmt::format("tfbarrier-session-key\n{}\n{}", cn, hn));

@@ -22,10 +22,23 @@ std::string hmac_hex(std::string_view key, std::string_view msg);
 /// Constant-time comparison.
 bool equal(std::string_view a, std::string_view b);
 
-/// The host's proof that it knows the secret, bound to both nonces.
-std::string host_proof(std::string_view secret, std::string_view client_nonce, std::string_view host_nonce);
+/// The handshake's transcript (protocol 2, docs/protocol.md): SHA-256, in hex,
+/// of the client's HELLO line, "\n", the host's HELLO reply line without its
+/// proof= or cred= field (unsigned_reply), "\n"; each line as sent, without its
+/// line ending. Both proofs and both MUNGE payloads carry it, so that a
+/// rewritten keepalive=, host=, pid=, server= or auth= fails the handshake.
+std::string transcript(std::string_view client_hello, std::string_view host_reply_unsigned);
+/// The reply line without its field KEY=VALUE (and the space before it):
+/// what the host's proof or credential covers. The line as given when the
+/// field is missing.
+std::string without_field(std::string_view line, std::string_view key);
+
+/// The host's proof that it knows the secret, bound to both nonces and the transcript.
+std::string host_proof(std::string_view secret, std::string_view client_nonce, std::string_view host_nonce,
+                       std::string_view transcript);
 /// The client's proof, with the roles swapped, so one cannot stand for the other.
-std::string client_proof(std::string_view secret, std::string_view client_nonce, std::string_view host_nonce);
+std::string client_proof(std::string_view secret, std::string_view client_nonce, std::string_view host_nonce,
+                         std::string_view transcript);
 /// The key that seals every later line of this connection.
 std::string session_key(std::string_view secret, std::string_view client_nonce, std::string_view host_nonce);
 

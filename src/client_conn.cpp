@@ -28,7 +28,10 @@ std::string client_conn::start(std::string nonce) {
   nonce_ = std::move(nonce);
   proto::hello h{static_cast<std::uint32_t>(protocol_version), std::string(cfg_.client_host), cfg_.pid,
                  static_cast<std::uint32_t>(cfg_.keepalive.count()), nonce_};
-  return proto::format_request(h) + (cfg_.pipeline ? request_ : std::string());
+  std::string bytes = proto::format_request(h);
+  if (cfg_.pipeline) return bytes + request_;  // no handshake to prove: a host that wants one is asked again
+  hello_.assign(bytes, 0, bytes.size() - 1);   // the line as the transcript takes it: without its newline
+  return bytes;
 }
 
 std::string client_conn::seal(std::string bytes) {
@@ -86,6 +89,11 @@ conn_output client_conn::feed(std::string l) {
                   fmt::format("the program at {} answered ERR {} before it greeted as a tfbarrier host; if another "
                               "program has that port, set TFBARRIER_PORT or --addr",
                               cfg_.addr, proto::to_string(e->kind)));
+    if (e->kind == k::version)  // the host's text names its version; say ours, and what to do
+      return fail(exit_code::protocol,
+                  fmt::format("the host at {} refused this tfbarrier {} (protocol version {}): {}; run the same "
+                              "version of tfbarrier on the host and in the job",
+                              cfg_.addr, version, protocol_version, e->text));
     return fail(exit_for(e->kind), e->text);
   }
   if (!greeted_) {
@@ -95,7 +103,7 @@ conn_output client_conn::feed(std::string l) {
                   fmt::format("the program at {} is not a tfbarrier host (it did not greet with HELLO); if another "
                               "program has that port, set TFBARRIER_PORT or --addr",
                               cfg_.addr));
-    return greeting(*hr);
+    return greeting(*hr, l);
   }
   if (std::holds_alternative<proto::pong>(*rep)) return {};
   if (auto* sd = std::get_if<proto::shutdown>(&*rep))
@@ -107,7 +115,7 @@ conn_output client_conn::feed(std::string l) {
   return out;
 }
 
-conn_output client_conn::greeting(const proto::hello_reply& hr) {
+conn_output client_conn::greeting(const proto::hello_reply& hr, std::string_view raw) {
   if (hr.version != static_cast<std::uint32_t>(protocol_version))
     return fail(exit_code::protocol,
                 fmt::format("the host at {} ({}) speaks protocol {}, and this tfbarrier {} speaks {}: run the same "
@@ -129,9 +137,9 @@ conn_output client_conn::greeting(const proto::hello_reply& hr) {
   }
   conn_output out;
   if (hr.auth == "munge") {
-    out = munge_handshake(hr);
+    out = munge_handshake(hr, auth::transcript(hello_, auth::without_field(raw, "cred")));
   } else if (hr.auth == "hmac") {
-    out = hmac_handshake(hr);
+    out = hmac_handshake(hr, auth::transcript(hello_, auth::without_field(raw, "proof")));
   } else if (cfg_.secret) {
     return fail(exit_code::auth,
                 fmt::format("the host at {} does not authenticate, but this participant has a secret: refusing a "
@@ -146,7 +154,7 @@ conn_output client_conn::greeting(const proto::hello_reply& hr) {
   return out;
 }
 
-conn_output client_conn::munge_handshake(const proto::hello_reply& hr) {
+conn_output client_conn::munge_handshake(const proto::hello_reply& hr, const std::string& transcript) {
   std::string merr;
   auto d = env_.munge_decode(munge_auth::from_wire(hr.cred), merr);
   if (!d)
@@ -154,15 +162,19 @@ conn_output client_conn::munge_handshake(const proto::hello_reply& hr) {
                 fmt::format("the host at {} authenticates with MUNGE, and its credential was refused here: {}",
                             cfg_.addr, merr));
   uid_t me = env_.uid();
-  if (d->uid != me || d->payload != fmt::format("tfbarrier-host-munge\n{}\n{}", nonce_, hr.nonce))
+  if (d->uid != me)
+    return fail(exit_code::auth, fmt::format("the host at {} runs as uid {}, not as you (uid {}): refusing it",
+                                             cfg_.addr, d->uid, me));
+  if (d->payload != fmt::format("tfbarrier-host-munge\n{}\n{}\n{}", nonce_, hr.nonce, transcript))
     return fail(exit_code::auth,
-                fmt::format("the host at {} runs as uid {}, not as you (uid {}), or its credential is not for this "
-                            "connection: refusing it",
-                            cfg_.addr, d->uid, me));
+                fmt::format("the host at {}'s MUNGE credential is not for this connection: the handshake was altered "
+                            "on the way (HELLO or its reply rewritten), or the credential was replayed; refusing it",
+                            cfg_.addr));
   std::string key = env_.nonce();  // 64 hex digits; two statements, so that the order is defined
   key += env_.nonce();
   auto cred =
-      env_.munge_encode(fmt::format("tfbarrier-client-munge\n{}\n{}\n{}", nonce_, hr.nonce, key), d->uid, merr);
+      env_.munge_encode(fmt::format("tfbarrier-client-munge\n{}\n{}\n{}\n{}", nonce_, hr.nonce, transcript, key),
+                        d->uid, merr);
   if (!cred) return fail(exit_code::auth, fmt::format("cannot make a MUNGE credential: {}", merr));
   conn_output out;
   out.bytes = proto::format_request(proto::auth_req{"", munge_auth::to_wire(*cred)});
@@ -171,20 +183,20 @@ conn_output client_conn::munge_handshake(const proto::hello_reply& hr) {
   return out;
 }
 
-conn_output client_conn::hmac_handshake(const proto::hello_reply& hr) {
+conn_output client_conn::hmac_handshake(const proto::hello_reply& hr, const std::string& transcript) {
   if (!cfg_.secret)
     return fail(exit_code::auth,
                 fmt::format("the host at {} requires authentication: give this participant the host's secret file "
                             "(--secret-file FILE or TFBARRIER_SECRET_FILE)",
                             cfg_.addr));
   const std::string& secret = *cfg_.secret;
-  if (!auth::equal(hr.proof, auth::host_proof(secret, nonce_, hr.nonce)))
+  if (!auth::equal(hr.proof, auth::host_proof(secret, nonce_, hr.nonce, transcript)))
     return fail(exit_code::auth,
-                fmt::format("the host at {} could not prove it knows the secret: it is not the host you meant, or its "
-                            "secret file differs from this one",
+                fmt::format("the host at {} could not prove it knows the secret: it is not the host you meant, its "
+                            "secret file differs from this one, or the handshake was altered on the way",
                             cfg_.addr));
   conn_output out;
-  out.bytes = proto::format_request(proto::auth_req{auth::client_proof(secret, nonce_, hr.nonce), ""});
+  out.bytes = proto::format_request(proto::auth_req{auth::client_proof(secret, nonce_, hr.nonce, transcript), ""});
   key_ = auth::session_key(secret, nonce_, hr.nonce);
   out.bytes += seal(request_);
   return out;

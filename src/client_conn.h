@@ -87,15 +87,16 @@ class client_conn {
   bool pipelined() const { return cfg_.pipeline; }
 
  private:
-  conn_output greeting(const proto::hello_reply& hr);
-  conn_output munge_handshake(const proto::hello_reply& hr);
-  conn_output hmac_handshake(const proto::hello_reply& hr);
+  conn_output greeting(const proto::hello_reply& hr, std::string_view raw);
+  conn_output munge_handshake(const proto::hello_reply& hr, const std::string& transcript);
+  conn_output hmac_handshake(const proto::hello_reply& hr, const std::string& transcript);
   conn_output fail(int code, std::string error);
 
   conn_config cfg_;
   client_env& env_;
   std::string request_;
   std::string nonce_, key_;
+  std::string hello_;  ///< our HELLO line as sent (without its newline), for the transcript
   std::uint64_t in_seq_ = 0, out_seq_ = 0;
   bool greeted_ = false;
   bool over_ = false;

@@ -1,5 +1,7 @@
 // The host's network layer: the acceptor, the sockets, the timers and the
-// writes. One io_context, one thread. The accept, prune and idle loops are
+// writes. One io_context, one thread; only MUNGE calls, which block in
+// libmunge, run on threads of their own (munge_pool), and their results come
+// back to that thread. The accept, prune and idle loops are
 // coroutines; a connection is not: it is a session object, kept alive by the
 // one handler it has pending (a wait for its socket to become readable, or
 // writable when the kernel did not take a reply whole, or its timer), so a
@@ -12,19 +14,25 @@
 
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <netinet/tcp.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <asio.hpp>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <deque>
 #include <fmt/format.h>
+#include <functional>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <unordered_map>
 
 #include "address.h"
@@ -50,17 +58,103 @@ namespace {
 constexpr std::size_t max_outbox_bytes = 1 << 20;  // a client that leaves this much unread is dropped at its next reply
 constexpr std::size_t max_held_bytes = 64 << 10;    // a write_batch holds no more than this for one connection
 
-// The real world for host_conn: the kernel's random nonces, libmunge, getuid().
+// The real world for host_conn: the kernel's random nonces, getuid().
 class system_services final : public host_services {
  public:
   std::string nonce() override { return auth::make_nonce(); }
-  std::optional<std::string> munge_encode(std::string_view payload, std::string& error) override {
-    return munge_auth::encode(payload, ::getuid(), error);
-  }
-  std::optional<munge_auth::decoded> munge_decode(std::string_view cred, std::string& error) override {
-    return munge_auth::decode(cred, error);
-  }
   uid_t uid() override { return ::getuid(); }
+};
+
+constexpr std::size_t munge_threads = 4;        // MUNGE calls in flight at once
+constexpr std::size_t munge_queue_limit = 256;  // calls waiting for a thread; past it, ERR BUSY
+
+// MUNGE calls, off the event loop. libmunge asks munged over a Unix socket
+// and blocks until it answers: one slow or stopped munged, or a flood of
+// HELLOs, would otherwise stall every client of the host. A few threads
+// (made when the first call comes: a host without MUNGE has none) take the
+// calls from a bounded queue and post each result back to the io_context's
+// thread, where all connection state lives; a worker touches only its job.
+// The 5 s limit per call is the session's timer (session::start_munge).
+class munge_pool {
+ public:
+  struct job {
+    munge_call call;
+    std::atomic<bool> abandoned{false};      // timed out or its connection closed: skipped, its result dropped
+    std::function<void(munge_result)> done;  // called on the io_context's thread, unless abandoned
+  };
+
+  explicit munge_pool(asio::io_context& io) : st_(std::make_shared<state>()) { st_->io = &io; }
+  munge_pool(const munge_pool&) = delete;
+  munge_pool& operator=(const munge_pool&) = delete;
+  ~munge_pool() {
+    {
+      std::lock_guard lk(st_->m);
+      st_->closed = true;
+      st_->queue.clear();
+    }
+    st_->cv.notify_all();
+    // A worker inside a call to a stopped munged cannot be joined: it ends
+    // with the process, and once closed it posts nothing to the io_context.
+    for (auto& t : threads_) t.detach();
+  }
+  /// Queues a call; false when munge_queue_limit calls wait already.
+  bool submit(std::shared_ptr<job> j) {
+    std::lock_guard lk(st_->m);
+    if (st_->queue.size() >= munge_queue_limit) return false;
+    st_->queue.push_back(std::move(j));
+    if (st_->idle == 0 && threads_.size() < munge_threads) {
+      // Made with every signal blocked: SIGINT and SIGTERM are the event loop's.
+      sigset_t all, old;
+      sigfillset(&all);
+      pthread_sigmask(SIG_BLOCK, &all, &old);
+      threads_.emplace_back(work, st_);
+      pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    } else {
+      st_->cv.notify_one();
+    }
+    return true;
+  }
+
+ private:
+  struct state {
+    std::mutex m;
+    std::condition_variable cv;
+    std::deque<std::shared_ptr<job>> queue;
+    std::size_t idle = 0;
+    bool closed = false;
+    asio::io_context* io = nullptr;
+  };
+  static munge_result run(const munge_call& c) {
+    munge_result r;
+    if (c.kind == munge_call::op::encode)
+      r.cred = munge_auth::encode(c.data, ::getuid(), r.error);
+    else
+      r.decoded = munge_auth::decode(c.data, r.error);
+    return r;
+  }
+  static void work(std::shared_ptr<state> st) {
+    std::unique_lock lk(st->m);
+    for (;;) {
+      while (!st->closed && st->queue.empty()) {
+        ++st->idle;
+        st->cv.wait(lk);
+        --st->idle;
+      }
+      if (st->closed) return;
+      std::shared_ptr<job> j = std::move(st->queue.front());
+      st->queue.pop_front();
+      if (j->abandoned.load()) continue;
+      lk.unlock();
+      munge_result r = run(j->call);
+      lk.lock();
+      if (st->closed) return;
+      asio::post(*st->io, [j = std::move(j), r = std::move(r)]() mutable {
+        if (!j->abandoned.load()) j->done(std::move(r));
+      });
+    }
+  }
+  std::shared_ptr<state> st_;
+  std::vector<std::thread> threads_;
 };
 
 class server;
@@ -91,8 +185,11 @@ class session : public std::enable_shared_from_this<session> {
   void watch_liveness();
   void read_more();
   void on_readable(asio::error_code ec);
+  void take_lines();
   void follow(host_step& s);
   void dispatch(proto::request& req);
+  void start_munge(munge_call call);
+  void munge_finished(const munge_pool::job* j, munge_result r);
 
   server& srv_;
   tcp::socket socket_;
@@ -104,6 +201,12 @@ class session : public std::enable_shared_from_this<session> {
   bool close_after_flush_ = false;
   bool stopped_ = false;
   host_conn conn_;             // the protocol's state of this connection
+  // A MUNGE call this connection waits for, and its deadline; only while it does.
+  struct munge_wait {
+    std::shared_ptr<munge_pool::job> job;
+    asio::steady_timer timer;
+  };
+  std::unique_ptr<munge_wait> munge_;
   std::string remote_;
   std::string peer_addr_;
   std::chrono::steady_clock::time_point last_heard_ = std::chrono::steady_clock::now();
@@ -183,6 +286,7 @@ class server {
   const barrier_set& state() const { return state_; }
   const host_options& opts() const { return opts_; }
   const host_conn_config& conn_config() const { return conn_config_; }
+  munge_pool& munge() { return munge_pool_; }
 
   void remove(conn_id id, const std::string& peer) {
     if (sessions_.erase(id) != 0) {
@@ -254,6 +358,7 @@ class server {
   std::string address_;
   int holding_ = 0;  // open write_batch scopes
   std::vector<std::shared_ptr<session>> held_;
+  munge_pool munge_pool_{io_};
 };
 
 void session::start() {
@@ -333,6 +438,10 @@ void session::stop() {
   socket_.shutdown(tcp::socket::shutdown_both, ec);
   socket_.close(ec);
   handshake_timer_.cancel();
+  if (munge_) {  // its result, late or not, is dropped (munge_finished)
+    munge_->job->abandoned = true;
+    munge_->timer.cancel();
+  }
   output out;
   srv_.submit(input::leave{id_, departure::disconnected, srv_.now()}, out);
   srv_.send_all(out);
@@ -362,7 +471,17 @@ void session::on_readable(asio::error_code ec) {
   last_heard_ = std::chrono::steady_clock::now();
   server::write_batch batch(srv_);  // this input's replies, to everyone, go out at its end
   conn_.take(std::string_view(buf, n));
-  while (!stopped_ && !close_after_flush_) {
+  take_lines();
+  // After a reply that closes, stop reading; flush() closes after the last
+  // reply. While a MUNGE call runs, read nothing: munge_finished reads on.
+  if (stopped_ || close_after_flush_ || conn_.munge_pending()) return;
+  read_more();
+}
+
+// The lines taken so far, each to host_conn and its step followed, until one
+// closes or asks for a MUNGE call (the lines after it wait for its result).
+void session::take_lines() {
+  while (!stopped_ && !close_after_flush_ && !conn_.munge_pending()) {
     // The line lives until its step is done, as its request's input does
     // (dispatch): what the barriers keep for a participant is then not put
     // in the places of these short-lived strings, which the next line's take
@@ -375,8 +494,47 @@ void session::on_readable(asio::error_code ec) {
     host_step s = conn_.feed(srv_.conn_config(), *l);
     follow(s);
   }
-  // After a reply that closes, stop reading; flush() closes after the last reply.
-  if (stopped_ || close_after_flush_) return;
+}
+
+// host_conn asked for a MUNGE call: to the pool, with a deadline. The
+// connection reads nothing until the result (or the deadline) comes.
+void session::start_munge(munge_call call) {
+  auto j = std::make_shared<munge_pool::job>();
+  j->call = std::move(call);
+  // The result finds the session only if it still exists (a weak pointer):
+  // a connection that closed while munged worked is not kept for it.
+  j->done = [weak = std::weak_ptr<session>(shared_from_this()), raw = j.get()](munge_result r) {
+    if (auto self = weak.lock()) self->munge_finished(raw, std::move(r));
+  };
+  if (!srv_.munge().submit(j)) {
+    munge_result r;
+    r.how = munge_result::status::queue_full;
+    host_step s = conn_.munge_done(srv_.conn_config(), std::move(r));
+    follow(s);
+    return;
+  }
+  munge_ = std::make_unique<munge_wait>(munge_wait{j, asio::steady_timer(socket_.get_executor())});
+  munge_->timer.expires_after(munge_timeout);
+  munge_->timer.async_wait([self = shared_from_this(), raw = j.get()](asio::error_code ec) {
+    if (ec) return;
+    munge_result r;
+    r.how = munge_result::status::timed_out;
+    self->munge_finished(raw, std::move(r));
+  });
+}
+
+// The result of this session's MUNGE call, or its deadline, on the io
+// thread: whichever comes first counts, the other finds nothing to do.
+void session::munge_finished(const munge_pool::job* j, munge_result r) {
+  if (stopped_ || !munge_ || munge_->job.get() != j) return;
+  auto done = std::move(munge_);  // lives to the end of this call (its timer may be the caller)
+  done->job->abandoned = true;
+  done->timer.cancel();
+  server::write_batch batch(srv_);
+  host_step s = conn_.munge_done(srv_.conn_config(), std::move(r));
+  follow(s);
+  take_lines();  // what came with the line that asked for the call (AUTH and the request)
+  if (stopped_ || close_after_flush_ || conn_.munge_pending()) return;
   read_more();
 }
 
@@ -389,7 +547,9 @@ void session::follow(host_step& s) {
     if (conn_.keepalive_ms() > 0) watch_liveness();
   }
   if (!s.bytes.empty() || s.close) write(std::move(s.bytes), s.close);
-  if (s.deliver) {
+  if (s.munge) {
+    start_munge(std::move(*s.munge));
+  } else if (s.deliver) {
     dispatch(*s.deliver);
   } else if (s.request) {
     output none;

@@ -1,6 +1,6 @@
 #pragma once
 // `tfbarrier serve`: the rendezvous host. One io_context, one thread
-// (host.cpp); a connection's protocol is host_conn.h's, the barrier rules
+// (host.cpp; MUNGE calls alone run on a few threads of their own); a connection's protocol is host_conn.h's, the barrier rules
 // barrier.h's, reached through door.h.
 #include <cstdio>
 #include <functional>

@@ -31,7 +31,8 @@ host_step host_conn::feed(const host_conn_config& cfg, std::string_view raw) {
   // (docs/protocol.md): refused before it is parsed.
   if (!hello_ && raw.substr(0, raw.find(' ')) != "HELLO") {
     host_step s = reply(proto::error_reply{proto::error_kind::handshake,
-                                           "the first line must be HELLO v=1 (see docs/protocol.md)"},
+                                           fmt::format("the first line must be HELLO v={} (see docs/protocol.md)",
+                                                       protocol_version)},
                         true);
     s.bad_client = "first line was not HELLO";
     return s;
@@ -43,16 +44,20 @@ host_step host_conn::feed(const host_conn_config& cfg, std::string_view raw) {
     return s;
   }
   auto& req = std::get<proto::request>(parsed);
-  if (!hello_) return hello(cfg, std::get<proto::hello>(req));  // a HELLO: other first lines were refused above
+  if (!hello_) return hello(cfg, std::get<proto::hello>(req), raw);  // a HELLO: other first lines were refused above
   if (awaiting_auth_) return authenticate(cfg, req);
   return request(std::move(req));
 }
 
-host_step host_conn::hello(const host_conn_config& cfg, const proto::hello& h) {
-  if (h.version < 1 || h.version > protocol_version) {
+host_step host_conn::hello(const host_conn_config& cfg, const proto::hello& h, std::string_view raw) {
+  if (h.version != static_cast<std::uint32_t>(protocol_version)) {
+    // Versions 1 and 2 differ in what the handshake proves: neither side can
+    // serve the other, so the text names both versions and what to do. A
+    // client of another version prints it as it is.
     std::string text = fmt::format(
-        "this host speaks protocol version {}, the client asked for {}; use matching tfbarrier versions",
-        protocol_version, h.version);
+        "this host ({}) speaks protocol version {}, and the client asked for version {}: run the same version of "
+        "tfbarrier on the host and in the job",
+        cfg.server, protocol_version, h.version);
     host_step s = reply(proto::error_reply{proto::error_kind::version, text}, true);
     s.bad_client = std::move(text);
     return s;
@@ -66,57 +71,103 @@ host_step host_conn::hello(const host_conn_config& cfg, const proto::hello& h) {
   peer_ = {h.host, h.pid};
   if (h.keepalive_ms > 0) keepalive_ms_ = std::max<std::uint32_t>(h.keepalive_ms, 100);
   proto::hello_reply hr{protocol_version, cfg.server, "none"};
-  if (secret) {
-    auth_ = std::make_unique<auth_state>(auth_state{h.nonce, cfg.services->nonce()});
-    hr.auth = "hmac";
-    hr.nonce = auth_->host_nonce;
-    hr.proof = auth::host_proof(*secret, auth_->client_nonce, auth_->host_nonce);
-    awaiting_auth_ = true;  // the handshake deadline still runs until AUTH
-  } else if (munge) {
-    auth_ = std::make_unique<auth_state>(auth_state{h.nonce, cfg.services->nonce()});
-    std::string err;
-    auto cred = cfg.services->munge_encode(
-        fmt::format("tfbarrier-host-munge\n{}\n{}", auth_->client_nonce, auth_->host_nonce), err);
-    if (!cred) {
-      host_step s = reply(proto::error_reply{proto::error_kind::busy, "the host cannot reach munged right now: " + err},
-                          true);
-      s.warning = fmt::format("warning: cannot make a MUNGE credential: {}", err);
-      return s;
-    }
-    hr.auth = "munge";
-    hr.nonce = auth_->host_nonce;
-    hr.cred = munge_auth::to_wire(*cred);
-    awaiting_auth_ = true;
+  if (!secret && !munge) {
+    host_step s = reply(hr, false);
+    s.timer = host_step::deadline::handshake_over;  // no authentication: done
+    return s;
   }
-  host_step s = reply(hr, false);
-  if (!awaiting_auth_) s.timer = host_step::deadline::handshake_over;  // no authentication: done
+  auth_ = std::make_unique<auth_state>();
+  auth_->client_nonce = h.nonce;
+  auth_->host_nonce = cfg.services->nonce();
+  hr.auth = secret ? "hmac" : "munge";
+  hr.nonce = auth_->host_nonce;
+  // The proof (or credential) covers both HELLO lines as they are on the
+  // wire: the reply's own line up to where the proof= (cred=) field goes,
+  // which format_reply puts last.
+  std::string unsigned_reply = proto::format_reply(hr);
+  unsigned_reply.pop_back();  // its newline
+  auth_->transcript = auth::transcript(raw, unsigned_reply);
+  awaiting_auth_ = true;  // the handshake deadline still runs until AUTH
+  if (secret) {
+    hr.proof = auth::host_proof(*secret, auth_->client_nonce, auth_->host_nonce, auth_->transcript);
+    return reply(hr, false);
+  }
+  auth_->greeting = std::move(unsigned_reply);
+  munge_pending_ = true;
+  host_step s;
+  s.munge = munge_call{munge_call::op::encode, fmt::format("tfbarrier-host-munge\n{}\n{}\n{}", auth_->client_nonce,
+                                                           auth_->host_nonce, auth_->transcript)};
   return s;
 }
 
 host_step host_conn::authenticate(const host_conn_config& cfg, const proto::request& req) {
   auto* a = std::get_if<proto::auth_req>(&req);
-  if (!cfg.secret) {  // MUNGE
+  if (!cfg.secret) {  // MUNGE: munged decodes the credential (munge_decoded)
     if (!a || a->cred.empty())
       return refuse_auth(a ? "expected AUTH cred=... (this host authenticates with MUNGE)"
                            : "a request came before AUTH; this host authenticates with MUNGE (clients reconnect and "
                              "authenticate first)");
-    std::string err;
-    auto d = cfg.services->munge_decode(munge_auth::from_wire(a->cred), err);
-    if (!d) return refuse_auth(fmt::format("the MUNGE credential was refused: {}", err));
-    if (uid_t uid = cfg.services->uid(); d->uid != uid)
-      return refuse_auth(fmt::format("uid {} may not use this host: only the job owner (uid {}) may", d->uid, uid));
-    std::string prefix = fmt::format("tfbarrier-client-munge\n{}\n{}\n", auth_->client_nonce, auth_->host_nonce);
-    if (!d->payload.starts_with(prefix) || d->payload.size() != prefix.size() + 64)
-      return refuse_auth("the MUNGE credential is not for this connection (a replay?)");
-    auth_->session_key = d->payload.substr(prefix.size());
-  } else {
-    const auto& secret = *cfg.secret;
-    if (!a || !auth::equal(a->proof, auth::client_proof(secret, auth_->client_nonce, auth_->host_nonce)))
-      return refuse_auth(a ? "wrong proof: the participant's secret differs from the host's (or it replayed an old "
-                             "handshake)"
-                           : "expected AUTH after HELLO");
-    auth_->session_key = auth::session_key(secret, auth_->client_nonce, auth_->host_nonce);
+    munge_pending_ = true;
+    host_step s;
+    s.munge = munge_call{munge_call::op::decode, munge_auth::from_wire(a->cred)};
+    return s;
   }
+  const auto& secret = *cfg.secret;
+  if (!a ||
+      !auth::equal(a->proof, auth::client_proof(secret, auth_->client_nonce, auth_->host_nonce, auth_->transcript)))
+    return refuse_auth(a ? "wrong proof: the participant's secret differs from the host's, the handshake was altered "
+                           "on the way, or it replayed an old one"
+                         : "expected AUTH after HELLO");
+  auth_->session_key = auth::session_key(secret, auth_->client_nonce, auth_->host_nonce);
+  awaiting_auth_ = false;
+  host_step s;
+  s.timer = host_step::deadline::handshake_over;
+  return s;
+}
+
+host_step host_conn::munge_done(const host_conn_config& cfg, munge_result r) {
+  if (!munge_pending_ || !auth_) return {};  // nothing was asked
+  munge_pending_ = false;
+  bool encoding = !auth_->greeting.empty();
+  if (r.how != munge_result::status::done) {
+    bool full = r.how == munge_result::status::queue_full;
+    std::string text = full ? "the host has too many MUNGE calls waiting; try again shortly"
+                            : fmt::format("munged did not answer the host within {} s; try again later",
+                                          munge_timeout.count());
+    host_step s = reply(proto::error_reply{proto::error_kind::busy, text}, true);
+    if (full)
+      s.bad_client = fmt::format("MUNGE queue full: refused with ERR BUSY while {}", encoding ? "greeting" : "in AUTH");
+    else
+      s.warning = fmt::format("warning: munged did not answer within {} s ({} a credential); closing the connection",
+                              munge_timeout.count(), encoding ? "making" : "decoding");
+    return s;
+  }
+  return encoding ? munge_encoded(std::move(r)) : munge_decoded(cfg, std::move(r));
+}
+
+host_step host_conn::munge_encoded(munge_result r) {
+  if (!r.cred) {
+    host_step s = reply(
+        proto::error_reply{proto::error_kind::busy, "the host cannot reach munged right now: " + r.error}, true);
+    s.warning = fmt::format("warning: cannot make a MUNGE credential: {}", r.error);
+    return s;
+  }
+  host_step s;
+  s.bytes = fmt::format("{} cred={}\n", auth_->greeting, munge_auth::to_wire(std::move(*r.cred)));
+  std::string().swap(auth_->greeting);
+  return s;
+}
+
+host_step host_conn::munge_decoded(const host_conn_config& cfg, munge_result r) {
+  if (!r.decoded) return refuse_auth(fmt::format("the MUNGE credential was refused: {}", r.error));
+  const munge_auth::decoded& d = *r.decoded;
+  if (uid_t uid = cfg.services->uid(); d.uid != uid)
+    return refuse_auth(fmt::format("uid {} may not use this host: only the job owner (uid {}) may", d.uid, uid));
+  std::string prefix = fmt::format("tfbarrier-client-munge\n{}\n{}\n{}\n", auth_->client_nonce, auth_->host_nonce,
+                                   auth_->transcript);
+  if (!d.payload.starts_with(prefix) || d.payload.size() != prefix.size() + 64)
+    return refuse_auth("the MUNGE credential is not for this connection (a replay, or a handshake altered on the way?)");
+  auth_->session_key = d.payload.substr(prefix.size());
   awaiting_auth_ = false;
   host_step s;
   s.timer = host_step::deadline::handshake_over;

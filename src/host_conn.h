@@ -10,8 +10,9 @@
 // sequence number on every line in both directions (seal); one ARRIVE or
 // DECIDE per connection; and the keep-alive rule (check_liveness).
 //
-// No sockets, no clock, no system call: nonces and MUNGE come through
-// host_services, time through parameters. host.cpp holds one per
+// No sockets, no clock, no system call: nonces come through host_services,
+// MUNGE results through munge_done() (the step asks for the call), time
+// through parameters. host.cpp holds one per
 // connection; a waiting participant's must stay small (docs/performance.md):
 // the handshake's state sits behind a pointer that only authenticating
 // connections fill, and the line buffer holds no memory between reads.
@@ -30,19 +31,43 @@
 
 namespace tfb {
 
-/// What the machine needs from the world: fresh nonces and MUNGE.
-/// host.cpp gives the real ones; tests give their own.
+/// What the machine needs from the world: fresh nonces and the host's uid.
+/// host.cpp gives the real ones; tests give their own. MUNGE is not here:
+/// the machine asks for a call (host_step::munge) and is given its result
+/// (host_conn::munge_done), so that host.cpp can run it off its event loop.
 class host_services {
  public:
   virtual ~host_services() = default;
   /// A fresh random nonce, hex-encoded (auth::make_nonce).
   virtual std::string nonce() = 0;
-  /// A MUNGE credential carrying payload that only this host's uid may decode.
-  virtual std::optional<std::string> munge_encode(std::string_view payload, std::string& error) = 0;
-  /// Decodes and checks a MUNGE credential (munged refuses replays and expired ones).
-  virtual std::optional<munge_auth::decoded> munge_decode(std::string_view cred, std::string& error) = 0;
   /// The uid the host runs as: with MUNGE, the only one let in.
   virtual uid_t uid() = 0;
+};
+
+/// How long a MUNGE call may take (host.cpp's timer); past it the
+/// connection is told ERR BUSY and closed.
+inline constexpr std::chrono::seconds munge_timeout{5};
+
+/// A MUNGE call a connection waits for: munge_auth::encode of payload for
+/// the host's uid only, or munge_auth::decode of a credential.
+struct munge_call {
+  enum class op { encode, decode };
+  op kind = op::encode;
+  std::string data;  ///< encode: the payload; decode: the credential (as munged wrote it)
+};
+
+/// How the call went. Exactly one of cred (encode) and decoded (decode) is
+/// set when it succeeded; error says why not otherwise.
+struct munge_result {
+  enum class status {
+    done,       ///< munged answered: cred or decoded, or error (munged's refusal)
+    queue_full, ///< the host had too many MUNGE calls waiting: not tried
+    timed_out,  ///< munged did not answer in time (its late answer is dropped)
+  };
+  status how = status::done;
+  std::optional<std::string> cred;
+  std::optional<munge_auth::decoded> decoded;
+  std::string error;
 };
 
 /// How the host authenticates; one for all its connections.
@@ -64,6 +89,8 @@ struct host_step {
   deadline timer = deadline::keep;
   std::optional<proto::request> deliver;  ///< for the barriers: ARRIVE, DECIDE, ABORT, STATUS, LEAVE or PING
   bool request = false;                   ///< a request after the handshake, served or refused: activity for idle-exit
+  /// A MUNGE call to make: feed no more lines until munge_done() gives its result.
+  std::optional<munge_call> munge;
   std::string bad_client;                 ///< an event to log: "bad client ADDRESS: <bad_client>"
   std::string warning;                    ///< a line to log even when quiet ("warning: ...")
 };
@@ -93,6 +120,12 @@ class host_conn {
     return overflow();
   }
 
+  /// The result of the MUNGE call the last step asked for: the step that
+  /// follows (the greeting, the end of the handshake, or a refusal).
+  host_step munge_done(const host_conn_config& cfg, munge_result r);
+  /// A MUNGE call is asked for and not done: the caller feeds no lines.
+  bool munge_pending() const { return munge_pending_; }
+
   /// The handshake deadline passed: the step that closes the connection
   /// (ERR TIMEOUT), or nullopt when the handshake is over.
   std::optional<host_step> handshake_expired() const;
@@ -115,18 +148,23 @@ class host_conn {
   liveness check_liveness(std::chrono::nanoseconds since_check, std::chrono::nanoseconds silence) const;
 
  private:
-  host_step hello(const host_conn_config& cfg, const proto::hello& h);
+  host_step hello(const host_conn_config& cfg, const proto::hello& h, std::string_view raw);
   host_step authenticate(const host_conn_config& cfg, const proto::request& req);
+  host_step munge_encoded(munge_result r);
+  host_step munge_decoded(const host_conn_config& cfg, munge_result r);
   host_step request(proto::request req);
   host_step reply(const proto::reply& r, bool close);
   host_step refuse_auth(std::string text);
 
   proto::line_splitter splitter_;
   // Only on a host that authenticates (most connections of a job on loopback
-  // do not): the handshake's nonces, then the session key and the sequence
-  // numbers of the MACs. A pointer, so that the others do not carry them.
+  // do not): the handshake's nonces and transcript (auth::transcript), then
+  // the session key and the sequence numbers of the MACs. A pointer, so that
+  // the others do not carry them. With MUNGE, the greeting waits here for its
+  // credential.
   struct auth_state {
-    std::string client_nonce, host_nonce, session_key;
+    std::string client_nonce, host_nonce, transcript, session_key;
+    std::string greeting;  ///< MUNGE: the HELLO reply without cred=, until munged made the credential
     std::uint64_t in_seq = 0, out_seq = 0;
   };
   std::unique_ptr<auth_state> auth_;
@@ -135,6 +173,7 @@ class host_conn {
   bool hello_ = false;
   bool awaiting_auth_ = false;
   bool arrived_ = false;
+  bool munge_pending_ = false;
 };
 
 }  // namespace tfb

@@ -14,7 +14,7 @@ namespace tfb::proto {
 /// The version of this protocol: a client's HELLO v= and the host's reply carry
 /// it, and a host refuses a HELLO that asks for a version it does not speak.
 /// Raised with any change that an older peer would misread (docs/protocol.md).
-inline constexpr int protocol_version = 1;
+inline constexpr int protocol_version = 2;
 
 inline constexpr std::size_t max_line = 4096;     ///< bytes, including the newline
 inline constexpr std::size_t max_value = 1024;    ///< bytes of one field value (a MUNGE credential fits)

@@ -20,6 +20,7 @@ stop_munged_if_ours() {
   local pid i
   pid=$(cat /run/munge/munged.pid 2>/dev/null) || return 0
   [[ $pid =~ ^[0-9]+$ ]] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = munged ] || return 0
+  kill -CONT "$pid"  # a test may have stopped it (SIGSTOP)
   kill "$pid"
   for i in $(seq 50); do [ -e "/proc/$pid" ] || return 0; sleep 0.1; done
   echo "munged (pid $pid) did not stop" >&2
@@ -83,6 +84,35 @@ stop_munged_if_ours() {
   assert_line --partial "replayed: ERR AUTH :wrong proof"
 }
 
+# start_proxy FROM TO: tests/tools/rewrite_proxy.py in front of the host,
+# rewriting each client's HELLO; sets PROXY_ADDR and PROXY_LOG.
+start_proxy() {
+  PROXY_LOG=$BATS_TEST_TMPDIR/proxy.log
+  /usr/bin/python3 "$BATS_TEST_DIRNAME/../tools/rewrite_proxy.py" 127.0.0.1 "$HOST_PORT" "$1" "$2" \
+    >"$BATS_TEST_TMPDIR/proxy.out" 2>"$PROXY_LOG" 3>&- &
+  BG_PIDS+=($!)
+  local i
+  for i in $(seq 100); do grep -q '^PORT=' "$BATS_TEST_TMPDIR/proxy.out" && break; sleep 0.05; done
+  PROXY_ADDR=127.0.0.1:$(sed -n 's/^PORT=//p' "$BATS_TEST_TMPDIR/proxy.out")
+}
+
+@test "a proxy that rewrites keepalive= in HELLO is refused (protocol 2 binds both HELLO lines)" {
+  start_host --secret-file "$SECRET"
+  # The same proxy, rewriting nothing: the participant is released through it.
+  start_proxy 'keepalive=1234567' 'keepalive=1234567'
+  run -0 timeout 20 env TFBARRIER_ADDR="$PROXY_ADDR" "$TFB" wait --name a --n 1 --secret-file "$SECRET"
+  # Protocol 1 let this make the host withdraw the participant as unresponsive over and over.
+  start_proxy 'keepalive=[0-9]+' 'keepalive=100'
+  run -77 timeout 20 env TFBARRIER_ADDR="$PROXY_ADDR" "$TFB" wait --name b --n 2 --rank 0 \
+    --secret-file "$SECRET" --keepalive 5s --connect-timeout 2s
+  assert_output --partial "the handshake was altered on the way"
+  grep -q "rewrote: HELLO v=2 .*keepalive=5000 .* -> HELLO v=2 .*keepalive=100 " "$PROXY_LOG"
+  # Nothing reached the barriers: no member of b.
+  run -0 timeout 20 "$TFB" status --secret-file "$SECRET"
+  refute_output --partial " b "
+  ! grep -q "arrive.*name=b\|b: .*arrived" "$HOST_LOG"
+}
+
 @test "a line with a bad MAC after the handshake ends the connection" {
   start_host --secret-file "$SECRET"
   run /usr/bin/python3 - 127.0.0.1 "${TFBARRIER_ADDR##*:}" "$SECRET" <<'PY'
@@ -90,9 +120,13 @@ import hashlib, hmac, socket, sys
 host, port, sf = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 k = open(sf).read().strip().encode(); cn = "ab" * 16
 s = socket.create_connection((host, port), timeout=5); f = s.makefile("rwb")
-f.write(f"HELLO v=1 host=t pid=1 nonce={cn}\n".encode()); f.flush()
-hn = dict(t.split("=", 1) for t in f.readline().decode().split()[1:])["nonce"]
-p = hmac.new(k, f"tfbarrier-client-proof\n{cn}\n{hn}".encode(), hashlib.sha256).hexdigest()
+hello = f"HELLO v=2 host=t pid=1 nonce={cn}"
+f.write(f"{hello}\n".encode()); f.flush()
+reply = f.readline().decode().rstrip("\n")
+hn = dict(t.split("=", 1) for t in reply.split()[1:])["nonce"]
+# protocol 2: the proof covers both HELLO lines (the reply's without its proof=)
+t = hashlib.sha256(f"{hello}\n{reply[:reply.index(' proof=')]}\n".encode()).hexdigest()
+p = hmac.new(k, f"tfbarrier-client-proof\n{cn}\n{hn}\n{t}".encode(), hashlib.sha256).hexdigest()
 f.write(f"AUTH proof={p}\nSTATUS mac={'0'*32} scope=*\n".encode()); f.flush()
 print(f.readline().decode().strip())
 PY
@@ -109,7 +143,7 @@ got = {}
 def one(key, hello):
     s = socket.create_connection((host, port), timeout=20); f = s.makefile("rwb")
     if hello:
-        f.write(b"HELLO v=1 host=t pid=1 nonce=" + b"ab" * 16 + b"\n"); f.flush()
+        f.write(b"HELLO v=2 host=t pid=1 nonce=" + b"ab" * 16 + b"\n"); f.flush()
         f.readline()  # the host's HELLO
     got[key] = f.readline().decode().strip()
 ts = [threading.Thread(target=one, args=(k, h)) for k, h in (("silent", False), ("hello", True))]
@@ -155,15 +189,135 @@ PY
 
 munge_up() { [ -S /run/munge/munge.socket.2 ] && munge -n >/dev/null 2>&1; }
 
-@test "with munged running, a host beyond loopback accepts its own uid and refuses another uid" {
-  [ "$(id -u)" -eq 0 ] || skip "needs root to start munged and to run as another user"
+# start_munged: munged, started for the test unless it runs (then
+# MUNGED_STARTED=1, and teardown stops it).
+start_munged() {
+  [ "$(id -u)" -eq 0 ] || skip "needs root to start munged"
   if ! munge_up; then
     command -v munged >/dev/null || skip "munge is not installed (scripts/deps test installs it)"
     install -d -o munge -g munge -m 0755 /run/munge
     "$BATS_TEST_DIRNAME/../infra/detached" runuser -u munge -- /usr/sbin/munged
     MUNGED_STARTED=1
   fi
+  local i
+  for i in $(seq 50); do munge_up && break; sleep 0.1; done
   munge_up
+}
+
+# start_munge_host: a host beyond loopback, which authenticates with MUNGE;
+# sets MADDR (on 127.0.0.1) and MLOG.
+start_munge_host() {
+  MLOG=$BATS_TEST_TMPDIR/mhost.log
+  "$TFB" serve --listen 0.0.0.0:0 >"$BATS_TEST_TMPDIR/mhost.out" 2>"$MLOG" 3>&- &
+  HOST_PIDS+=($!)
+  local i
+  for i in $(seq 100); do grep -q TFBARRIER_ADDR "$BATS_TEST_TMPDIR/mhost.out" && break; sleep 0.05; done
+  MADDR=127.0.0.1:$(sed -n 's/.*://p' "$BATS_TEST_TMPDIR/mhost.out")
+  grep -q "authentication: MUNGE" "$MLOG"
+}
+
+# wait_for_arrival NAME RANK: until the MUNGE host logged that arrival.
+wait_for_arrival() {
+  local i
+  for i in $(seq 100); do grep -q "arrive $1#1: rank $2 " "$MLOG" && return 0; sleep 0.1; done
+  cat "$MLOG" >&2
+  return 1
+}
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+@test "a flood of MUNGE HELLOs does not hold up a round: each gets its credential or ERR BUSY" {
+  start_munged
+  start_munge_host
+  TFBARRIER_ADDR=$MADDR timeout 60 "$TFB" wait --name r --n 2 --rank 0 >"$BATS_TEST_TMPDIR/a.out" \
+    2>"$BATS_TEST_TMPDIR/a.err" 3>&- &
+  local a=$!
+  BG_PIDS+=("$a")
+  wait_for_arrival r 0
+  # 600 connections, each HELLO with a nonce: a credential from munged each, more
+  # than 4 at once and 256 waiting can hold. They are read once all are sent.
+  /usr/bin/python3 - "$MADDR" 600 >"$BATS_TEST_TMPDIR/flood.out" 2>"$BATS_TEST_TMPDIR/flood.err" 3>&- <<'PY' &
+import secrets, socket, sys
+host, port = sys.argv[1].rsplit(":", 1)
+socks = []
+for i in range(int(sys.argv[2])):
+    s = socket.create_connection((host, int(port)), timeout=30)
+    s.sendall(f"HELLO v=2 host=flood pid={i + 1} nonce={secrets.token_hex(16)}\n".encode())
+    socks.append(s)
+counts = {}
+for s in socks:
+    words = s.makefile("rb").readline().decode().split()
+    kind = " ".join(words[:2]) if words[:1] == ["ERR"] else " ".join(w for w in words if w.startswith("auth="))
+    counts[kind or "nothing"] = counts.get(kind or "nothing", 0) + 1
+for k, v in sorted(counts.items()):
+    print(f"{k}: {v}")
+PY
+  local flood=$!
+  BG_PIDS+=("$flood")
+  local t0
+  t0=$(now_ms)
+  run -0 timeout 30 env TFBARRIER_ADDR="$MADDR" "$TFB" wait --name r --n 2 --rank 1
+  echo "the second participant took $(($(now_ms) - t0)) ms during the flood" >&3
+  [ $(($(now_ms) - t0)) -lt 10000 ]
+  wait "$a"
+  wait "$flood" || { cat "$BATS_TEST_TMPDIR/flood.out" "$BATS_TEST_TMPDIR/flood.err" >&3; false; }
+  cat "$BATS_TEST_TMPDIR/flood.out" >&3
+  # Every flood connection was answered: a MUNGE greeting, or ERR BUSY.
+  run awk -F': ' '$1 == "auth=munge" || $1 == "ERR BUSY" {n += $2} END {print n}' "$BATS_TEST_TMPDIR/flood.out"
+  assert_output 600
+}
+
+@test "a stopped munged: a MUNGE client gets ERR BUSY within about 5 s, and a participant already waiting is answered" {
+  start_munged
+  [ -n "${MUNGED_STARTED:-}" ] || skip "munged was running before the test: it stops only a munged it started"
+  start_munge_host
+  # A participant that authenticated before munged stops, and PINGs every second:
+  # were the host's thread inside libmunge, it would hear no PONG for 3.5 s.
+  TFBARRIER_ADDR=$MADDR timeout 60 "$TFB" wait --name r --n 2 --rank 0 --keepalive 1s \
+    >"$BATS_TEST_TMPDIR/a.out" 2>"$BATS_TEST_TMPDIR/a.err" 3>&- &
+  local a=$!
+  BG_PIDS+=("$a")
+  wait_for_arrival r 0
+  local munged
+  munged=$(cat /run/munge/munged.pid)
+  [ "$(cat "/proc/$munged/comm")" = munged ]
+  kill -STOP "$munged"
+  local t0 took
+  t0=$(now_ms)
+  run -69 timeout 30 env TFBARRIER_ADDR="$MADDR" "$TFB" wait --name other --n 1 --connect-timeout 20s
+  took=$(($(now_ms) - t0))
+  echo "the MUNGE client's ERR BUSY came after $took ms" >&3
+  assert_output --partial "munged did not answer the host within 5 s"
+  [ "$took" -ge 4500 ] && [ "$took" -lt 9000 ]
+  grep -q "warning: munged did not answer within 5 s" "$MLOG"
+  # 300 more: 4 calls in flight and 256 waiting; the other 40 are told at once.
+  run -0 timeout 30 /usr/bin/python3 - "$MADDR" 300 <<'PY'
+import secrets, socket, sys
+host, port = sys.argv[1].rsplit(":", 1)
+socks = [socket.create_connection((host, int(port)), timeout=20) for _ in range(int(sys.argv[2]))]
+for i, s in enumerate(socks):
+    s.sendall(f"HELLO v=2 host=flood pid={i + 1} nonce={secrets.token_hex(16)}\n".encode())
+answers = [s.makefile("rb").readline().decode().strip() for s in socks]
+full = sum("too many MUNGE calls waiting" in a for a in answers)
+late = sum("munged did not answer the host within 5 s" in a for a in answers)
+print(f"full: {full}, timed out: {late}, answered: {full + late}")
+PY
+  echo "$output" >&3
+  assert_output --partial "answered: 300"
+  # The first client's call still holds one of the 4 threads (munged never
+  # answered it): 3 in flight, 256 waiting, 41 told at once.
+  assert_output --partial "full: 41,"
+  kill -CONT "$munged"
+  run -0 timeout 30 env TFBARRIER_ADDR="$MADDR" "$TFB" wait --name r --n 2 --rank 1
+  wait "$a"
+  run cat "$BATS_TEST_TMPDIR/a.err"
+  refute_output --partial "stopped answering"
+  refute_output --partial "reconnecting"
+}
+
+@test "with munged running, a host beyond loopback accepts its own uid and refuses another uid" {
+  [ "$(id -u)" -eq 0 ] || skip "needs root to start munged and to run as another user"
+  start_munged
   id tfbtest >/dev/null 2>&1 || skip "no user tfbtest (scripts/deps test creates it)"
   other_uid_tfb tfbtest
   "$TFB" serve --listen 0.0.0.0:0 >"$BATS_TEST_TMPDIR/out" 2>"$BATS_TEST_TMPDIR/log" 3>&- &

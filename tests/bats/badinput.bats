@@ -62,7 +62,7 @@ host_healthy() {
   local i
   for i in 1 2 3 4; do
     head -c 1M /dev/urandom | timeout 10 nc -w 2 127.0.0.1 "$PORT" >/dev/null 2>&1 || true
-    { printf 'HELLO v=1 host=garbage pid=1\n'; head -c 1M /dev/urandom; } |
+    { printf 'HELLO v=2 host=garbage pid=1\n'; head -c 1M /dev/urandom; } |
       timeout 10 nc -w 2 127.0.0.1 "$PORT" >/dev/null 2>&1 || true
   done
   # Every one of them was turned away as a bad client.
@@ -75,8 +75,8 @@ host_healthy() {
   run -0 timeout 30 /usr/bin/python3 "$WIRE" "$TFBARRIER_ADDR" --long 10000000 --hold 10
   assert_output "ERR TOOLONG :line longer than 4096 bytes
 <closed>"
-  run -0 timeout 30 /usr/bin/python3 "$WIRE" "$TFBARRIER_ADDR" --long 10000000 --hold 10 'HELLO v=1 host=n1 pid=1'
-  assert_line --index 0 --partial "HELLO v=1 server=tfbarrier/"
+  run -0 timeout 30 /usr/bin/python3 "$WIRE" "$TFBARRIER_ADDR" --long 10000000 --hold 10 'HELLO v=2 host=n1 pid=1'
+  assert_line --index 0 --partial "HELLO v=2 server=tfbarrier/"
   assert_line --index 1 "ERR TOOLONG :line longer than 4096 bytes"
   assert_line --index 2 "<closed>"
   # The same through nc, which does not read while it sends: the host must survive it.
@@ -86,9 +86,9 @@ host_healthy() {
 
 @test "badinput: half-open connections (part of a line, then silence) do not hold the barrier" {
   barrier_begin half
-  wire --half-open 'HELLO v=1 host=half pi' --hold 60 >half1.out 3>&- &
+  wire --half-open 'HELLO v=2 host=half pi' --hold 60 >half1.out 3>&- &
   BG_PIDS+=($!)
-  wire --half-open $'HELLO v=1 host=half pid=1\nARRIVE name=half scope=default id=halfopen n=3 ra' --hold 60 \
+  wire --half-open $'HELLO v=2 host=half pid=1\nARRIVE name=half scope=default id=halfopen n=3 ra' --hold 60 \
     >half2.out 3>&- &
   BG_PIDS+=($!)
   local i
@@ -134,8 +134,12 @@ host_healthy() {
 @test "badinput: HELLO v=7 gets ERR VERSION and a close" {
   barrier_begin ver
   run -0 wire --hold 3 'HELLO v=7 host=n1 pid=1'
-  assert_output "ERR VERSION :this host speaks protocol version 1, the client asked for 7; use matching tfbarrier versions
+  assert_output "ERR VERSION :this host (tfbarrier/$("$TFB" --version | awk '{print $2}')) speaks protocol version 2, and the client asked for version 7: run the same version of tfbarrier on the host and in the job
 <closed>"
+  # A client of protocol 1 (its proofs cover less) is refused the same way.
+  run -0 wire --hold 3 'HELLO v=1 host=n1 pid=1'
+  assert_line --index 0 --partial "ERR VERSION :this host (tfbarrier/"
+  assert_line --index 0 --partial "speaks protocol version 2, and the client asked for version 1: run the same version"
   run -0 wire --hold 3 'HELLO v=0 host=n1 pid=1'
   assert_line --index 0 --regexp '^ERR VERSION :'
   assert_line --index 1 "<closed>"
@@ -148,7 +152,7 @@ host_healthy() {
 @test "badinput: ARRIVE before HELLO gets ERR HANDSHAKE and a close" {
   barrier_begin pre
   run -0 wire --hold 3 "ARRIVE name=pre scope=default id=early n=3 rank=2 chief=0"
-  assert_output "ERR HANDSHAKE :the first line must be HELLO v=1 (see docs/protocol.md)
+  assert_output "ERR HANDSHAKE :the first line must be HELLO v=2 (see docs/protocol.md)
 <closed>"
   # ... and was not counted.
   run -0 "$TFB" status --name pre --json
@@ -158,8 +162,8 @@ host_healthy() {
 
 @test "badinput: a second HELLO gets ERR BADREQUEST and a close" {
   barrier_begin twice
-  run -0 wire --hold 3 'HELLO v=1 host=n1 pid=1' 'HELLO v=1 host=n1 pid=1'
-  assert_line --index 0 --partial "HELLO v=1 server=tfbarrier/"
+  run -0 wire --hold 3 'HELLO v=2 host=n1 pid=1' 'HELLO v=2 host=n1 pid=1'
+  assert_line --index 0 --partial "HELLO v=2 server=tfbarrier/"
   assert_line --index 1 "ERR BADREQUEST :HELLO was already sent"
   assert_line --index 2 "<closed>"
   barrier_end
@@ -167,7 +171,7 @@ host_healthy() {
 
 @test "badinput: unknown verbs and bad fields get ERR BADREQUEST and a close" {
   barrier_begin verbs
-  run -0 wire --hold 3 'HELLO v=1 host=n1 pid=1' 'FROB x=1'
+  run -0 wire --hold 3 'HELLO v=2 host=n1 pid=1' 'FROB x=1'
   assert_line --index 1 "ERR BADREQUEST :unknown request 'FROB'; see docs/protocol.md"
   assert_line --index 2 "<closed>"
   local bad
@@ -178,22 +182,22 @@ host_healthy() {
              '' \
              'PING extra=fields=here' \
              'STATUS scope=default name=verbs detail=1 :x'"$(head -c 2000 /dev/zero | tr '\0' y)"; do
-    run -0 wire --hold 3 'HELLO v=1 host=n1 pid=1' "$bad"
+    run -0 wire --hold 3 'HELLO v=2 host=n1 pid=1' "$bad"
     assert_line --index 1 --regexp '^ERR BADREQUEST :'
     assert_line --index 2 "<closed>"
   done
   # A first line that is not HELLO, whatever it is, gets HANDSHAKE (docs/protocol.md).
   for bad in 'FROB x=1' 'hello v=1' '' 'GET / HTTP/1.1'; do
     run -0 wire --hold 3 "$bad"
-    assert_line --index 0 "ERR HANDSHAKE :the first line must be HELLO v=1 (see docs/protocol.md)"
+    assert_line --index 0 "ERR HANDSHAKE :the first line must be HELLO v=2 (see docs/protocol.md)"
     assert_line --index 1 "<closed>"
   done
   # AUTH to a host that does not authenticate: told so.
-  run -0 wire --hold 3 'HELLO v=1 host=n1 pid=1' "AUTH proof=$(head -c 32 /dev/zero | tr '\0' a)"
+  run -0 wire --hold 3 'HELLO v=2 host=n1 pid=1' "AUTH proof=$(head -c 32 /dev/zero | tr '\0' a)"
   assert_line --index 1 "ERR BADREQUEST :this host does not authenticate: send no AUTH"
   assert_line --index 2 "<closed>"
   # A second ARRIVE on one connection.
-  run -0 wire --hold 3 'HELLO v=1 host=n1 pid=1' 'ARRIVE name=other scope=default id=o1 n=5 rank=0 chief=0' \
+  run -0 wire --hold 3 'HELLO v=2 host=n1 pid=1' 'ARRIVE name=other scope=default id=o1 n=5 rank=0 chief=0' \
     'ARRIVE name=other2 scope=default id=o2 n=5 rank=0 chief=0'
   assert_line --index 1 --regexp '^WAITING name=other gen=1 arrived=1 n=5'
   assert_line --index 2 "ERR BADREQUEST :one ARRIVE or DECIDE per connection"
@@ -213,10 +217,10 @@ host_healthy() {
   barrier_begin utf
   local bad
   for bad in $'\xff' $'a\xc3' $'\xed\xa0\x80' $'\xc0\xaf' $'\xc2\x9b2J'; do
-    run -0 wire --hold 3 'HELLO v=1 host=n1 pid=1' "DECIDE scope=default id=d1 verdict=stop name=utf wait=0 :$bad"
+    run -0 wire --hold 3 'HELLO v=2 host=n1 pid=1' "DECIDE scope=default id=d1 verdict=stop name=utf wait=0 :$bad"
     assert_line --index 1 --regexp '^ERR BADREQUEST :trailing text (is not valid UTF-8 \(byte \\x[0-9a-f]{2} at [0-9]+\)|holds a control character \(U\+009B at byte 0\); use one line of printable text)$'
     assert_line --index 2 "<closed>"
-    run -0 wire --hold 3 'HELLO v=1 host=n1 pid=1' "ABORT scope=default name=utf :$bad"
+    run -0 wire --hold 3 'HELLO v=2 host=n1 pid=1' "ABORT scope=default name=utf :$bad"
     assert_line --index 1 --regexp '^ERR BADREQUEST :'
   done
   # Real UTF-8 passes, through the journal too: rank 2 arrives with the verdict.

@@ -58,7 +58,7 @@ PY
 }
 
 @test "a host that greets and then says nothing: wait exits 69 within --connect-timeout, --timeout or not" {
-  fake_host keep "HELLO v=1 server=fake auth=none"
+  fake_host keep "HELLO v=2 server=fake auth=none"
   SECONDS=0
   run --separate-stderr timeout 20 "$TFB" wait --name f --n 2 --addr "$FAKE_ADDR" --timeout 30s \
     --connect-timeout 2s --keepalive 500ms
@@ -69,7 +69,7 @@ PY
 }
 
 @test "a host that greets and then closes, time after time: wait exits 69 within --connect-timeout" {
-  fake_host close "HELLO v=1 server=fake auth=none"
+  fake_host close "HELLO v=2 server=fake auth=none"
   SECONDS=0
   run --separate-stderr timeout 20 "$TFB" wait --name f --n 2 --addr "$FAKE_ADDR" --connect-timeout 2s
   [ "$status" -eq 69 ]
@@ -79,7 +79,7 @@ PY
 }
 
 @test "decide and status against a host that greets and closes exit 69 too" {
-  fake_host close "HELLO v=1 server=fake auth=none"
+  fake_host close "HELLO v=2 server=fake auth=none"
   run timeout 20 "$TFB" decide stop --name f --addr "$FAKE_ADDR" --connect-timeout 1s
   [ "$status" -eq 69 ]
   run timeout 20 "$TFB" status --addr "$FAKE_ADDR" --connect-timeout 1s
@@ -87,17 +87,28 @@ PY
 }
 
 @test "a host of another protocol version: exit 70 at once, naming both versions" {
-  fake_host keep "HELLO v=2 server=tfbarrier/9.0 auth=none"
+  fake_host keep "HELLO v=3 server=tfbarrier/9.0 auth=none"
   SECONDS=0
   run --separate-stderr timeout 20 "$TFB" wait --name f --n 2 --addr "$FAKE_ADDR" --timeout 30s
   [ "$status" -eq 70 ]
   [ "$SECONDS" -le 3 ]
-  [[ $stderr == *"speaks protocol 2"* ]]
-  [[ $stderr == *"speaks 1"* ]]
+  [[ $stderr == *"speaks protocol 3"* ]]
+  [[ $stderr == *"speaks 2"* ]]
+}
+
+@test "a host of protocol 1 refuses this client: exit 70 at once, naming both versions and what to do" {
+  # What a tfbarrier of protocol 1 answers a HELLO v=2, word for word.
+  fake_host keep "ERR VERSION :this host speaks protocol version 1, the client asked for 2; use matching tfbarrier versions"
+  SECONDS=0
+  run --separate-stderr timeout 20 "$TFB" wait --name f --n 2 --addr "$FAKE_ADDR" --timeout 30s
+  [ "$status" -eq 70 ]
+  [ "$SECONDS" -le 3 ]
+  [[ $stderr == *"refused this tfbarrier "*" (protocol version 2): this host speaks protocol version 1"* ]]
+  [[ $stderr == *"run the same version of tfbarrier on the host and in the job"* ]]
 }
 
 @test "a host that asks for an authentication this client does not know: exit 70 at once" {
-  fake_host keep "HELLO v=1 server=fake auth=weird"
+  fake_host keep "HELLO v=2 server=fake auth=weird"
   run --separate-stderr timeout 20 "$TFB" wait --name f --n 2 --addr "$FAKE_ADDR"
   [ "$status" -eq 70 ]
   [[ $stderr == *'authentication "weird"'* ]]
@@ -114,7 +125,7 @@ PY
 }
 
 @test "interrupted, and the round released before the host read the LEAVE: exit 130 all the same, saying so" {
-  fake_host release-on-leave "HELLO v=1 server=fake auth=none"
+  fake_host release-on-leave "HELLO v=2 server=fake auth=none"
   "$TFB" wait --name f --n 2 --addr "$FAKE_ADDR" --progress 100ms >"$BATS_TEST_TMPDIR/w.out" 2>"$BATS_TEST_TMPDIR/w.err" &
   local w=$! i
   for i in $(seq 200); do

@@ -66,7 +66,7 @@ stop_self_started_on_port() {
 @test "a request that gives a key twice is refused with BADREQUEST" {
   start_host
   run -0 /usr/bin/python3 "$BATS_TEST_DIRNAME/../faults/wire.py" "$TFBARRIER_ADDR" --hold 2 \
-    'HELLO v=1 host=n1 pid=1' 'ARRIVE name=a scope=default id=x n=2 n=1 rank=0'
+    'HELLO v=2 host=n1 pid=1' 'ARRIVE name=a scope=default id=x n=2 n=1 rank=0'
   assert_output --partial "ERR BADREQUEST"
   assert_output --partial "the key n is given twice"
   run -0 "$TFB" status --name a
@@ -130,7 +130,7 @@ stop_self_started_on_port() {
 import socket, sys
 host, port = sys.argv[1].rsplit(":", 1)
 s = socket.create_connection((host, int(port)))
-s.sendall(b"HELLO v=1 host=t pid=1\n")
+s.sendall(b"HELLO v=2 host=t pid=1\n")
 n = 20000
 for start in range(0, n, 1000):
     s.sendall(b"".join(b"ABORT scope=default name=b%05d :a reason of some length for the reply\n" % i

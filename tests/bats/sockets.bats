@@ -34,7 +34,7 @@ EOF
 
 @test "an accepted connection has TCP keep-alive, its first probe after 10 s idle (not the kernel's 2 hours)" {
   start_host
-  run -0 client 'HELLO v=1 host=t pid=1\nARRIVE name=ka scope=default id=k n=1 rank=- chief=0\n'
+  run -0 client 'HELLO v=2 host=t pid=1\nARRIVE name=ka scope=default id=k n=1 rank=- chief=0\n'
   assert_line --partial 'RELEASE name=ka gen=1 verdict=continue'
   # ss shows the keep-alive timer of a socket with SO_KEEPALIVE; its first
   # run is TCP_KEEPIDLE (10 s) from the last data, where the kernel's default
@@ -44,8 +44,8 @@ EOF
 
 @test "HELLO and ARRIVE in one write: the HELLO reply, WAITING and RELEASE come back in one segment" {
   start_host
-  run -0 client 'HELLO v=1 host=t pid=1\nARRIVE name=one scope=default id=o n=1 rank=- chief=0\n'
-  assert_line --index 0 --regexp '^HELLO v=1 server=tfbarrier/'
+  run -0 client 'HELLO v=2 host=t pid=1\nARRIVE name=one scope=default id=o n=1 rank=- chief=0\n'
+  assert_line --index 0 --regexp '^HELLO v=2 server=tfbarrier/'
   assert_line --index 1 'WAITING name=one gen=1 arrived=1 n=1'
   assert_line --index 2 'RELEASE name=one gen=1 verdict=continue'
   # Three writes (one per reply) were three segments with TCP_NODELAY.
@@ -54,8 +54,8 @@ EOF
 
 @test "a line that closes the connection still gets its reply after the replies before it" {
   start_host
-  run -0 client 'HELLO v=1 host=t pid=1\nHELLO v=1 host=t pid=1\nPING\n'
-  assert_line --index 0 --regexp '^HELLO v=1 server=tfbarrier/'
+  run -0 client 'HELLO v=2 host=t pid=1\nHELLO v=2 host=t pid=1\nPING\n'
+  assert_line --index 0 --regexp '^HELLO v=2 server=tfbarrier/'
   assert_line --index 1 'ERR BADREQUEST :HELLO was already sent'
   # Nothing after the line that closed it (the PING is not answered).
   assert_line --index 2 --regexp '^HOST SIDE: '
@@ -71,7 +71,7 @@ EOF
 import socket, sys
 host, port = sys.argv[1].rsplit(":", 1)
 s = socket.create_connection((host, int(port)), timeout=20)
-s.sendall(b"HELLO v=1 host=t pid=1\n" + b"".join(b"ABORT scope=default name=b%d :r\n" % i for i in range(400)))
+s.sendall(b"HELLO v=2 host=t pid=1\n" + b"".join(b"ABORT scope=default name=b%d :r\n" % i for i in range(400)))
 got = b""
 while got.count(b"ABORTED ") < 400:
     chunk = s.recv(65536)

@@ -318,7 +318,7 @@ host_untouched() {
 
 @test "--version prints the version and the protocol version" {
   run -0 --separate-stderr "$TFB" --version
-  assert_output --regexp '^tfbarrier [0-9]+\.[0-9]+\.[0-9]+ \(protocol 1\)$'
+  assert_output --regexp '^tfbarrier [0-9]+\.[0-9]+\.[0-9]+ \(protocol 2\)$'
   assert_equal "$stderr" ""
 }
 

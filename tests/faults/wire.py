@@ -92,7 +92,7 @@ def main():
         return 0
     if a.no_read:
         s = connect(a.addr, rcvbuf=4096)
-        s.sendall(b"HELLO v=1 host=noreader pid=1\n")
+        s.sendall(b"HELLO v=2 host=noreader pid=1\n")
         req = b"STATUS scope=* name=- detail=1\n" * 64
         sent = 0
         deadline = time.monotonic() + a.hold

@@ -171,6 +171,19 @@ TEST(ClientConn, VersionMismatch) {
   EXPECT_EQ(c.feed(greeting()).event, conn_event::none);
 }
 
+TEST(ClientConn, AHostOfAnotherVersionRefusesUsAndBothVersionsAreNamed) {
+  // What a host of protocol 1 answers a HELLO v=2.
+  client_under_test c;
+  auto out = c.feed(proto::error_reply{proto::error_kind::version,
+                                       "this host speaks protocol version 1, the client asked for 2; use matching "
+                                       "tfbarrier versions"});
+  expect_failed(out, exit_code::protocol,
+                fmt::format("the host at 127.0.0.1:7727 refused this tfbarrier {} (protocol version {}): this host "
+                            "speaks protocol version 1, the client asked for 2; use matching tfbarrier versions; run "
+                            "the same version of tfbarrier on the host and in the job",
+                            version, protocol_version));
+}
+
 TEST(ClientConn, UnknownAuthentication) {
   client_under_test c;
   expect_failed(c.feed(greeting("kerberos")), exit_code::protocol, "asks for authentication \"kerberos\"");
@@ -252,12 +265,20 @@ TEST(ClientConn, Keepalive) {
 // ---------------------------------------------------------------------------
 // the shared secret (auth=hmac)
 
+/// What both sides' proofs cover (protocol 2): c's HELLO line and the
+/// greeting h without its proof or credential.
+std::string transcript_of(const client_under_test& c, proto::hello_reply h) {
+  h.proof.clear();
+  h.cred.clear();
+  return auth::transcript(c.hello.substr(0, c.hello.find('\n')), reply_line(h));
+}
+
 /// The host's greeting for client c with the secret `secret`.
 proto::hello_reply hmac_greeting(const client_under_test& c, const std::string& secret,
                                  const std::string& hn = host_nonce) {
   auto h = greeting("hmac");
   h.nonce = hn;
-  h.proof = auth::host_proof(secret, c.client_nonce, hn);
+  h.proof = auth::host_proof(secret, c.client_nonce, hn, transcript_of(c, h));
   return h;
 }
 
@@ -272,7 +293,7 @@ TEST(ClientConn, HmacRightSecret) {
   auto r = proto::parse_request(l[0]);
   ASSERT_TRUE(std::holds_alternative<proto::request>(r));
   EXPECT_EQ(std::get<proto::auth_req>(std::get<proto::request>(r)).proof,
-            auth::client_proof("s3cret", c.client_nonce, host_nonce));
+            auth::client_proof("s3cret", c.client_nonce, host_nonce, transcript_of(c, hmac_greeting(c, "s3cret"))));
   std::string key = auth::session_key("s3cret", c.client_nonce, host_nonce);
   EXPECT_TRUE(auth::unseal(l[1], key, auth::direction::to_host, 0));
   EXPECT_EQ(l[1] + "\n", request);
@@ -331,7 +352,7 @@ TEST(ClientConn, HmacProofForTheOtherDirection) {
   // The host answers with the client's proof (what the client would send), not its own.
   client_under_test c(std::string("s3cret"));
   auto h = hmac_greeting(c, "s3cret");
-  h.proof = auth::client_proof("s3cret", c.client_nonce, host_nonce);
+  h.proof = auth::client_proof("s3cret", c.client_nonce, host_nonce, transcript_of(c, h));
   expect_failed(c.feed(h), exit_code::auth, "could not prove it knows the secret");
 }
 
@@ -388,9 +409,10 @@ proto::hello_reply munge_greeting(client_under_test& c, uid_t host_uid,
   auto h = greeting("munge");
   h.nonce = host_nonce;
   std::string err;
-  auto cred = c.env.munge_encode(
-      fmt::format("tfbarrier-host-munge\n{}\n{}", payload_nonce.empty() ? c.client_nonce : payload_nonce, host_nonce),
-      host_uid, err);
+  auto cred = c.env.munge_encode(fmt::format("tfbarrier-host-munge\n{}\n{}\n{}",
+                                             payload_nonce.empty() ? c.client_nonce : payload_nonce, host_nonce,
+                                             transcript_of(c, h)),
+                                 host_uid, err);
   h.cred = munge_auth::to_wire(*cred);
   return h;
 }
@@ -409,7 +431,8 @@ TEST(ClientConn, MungeAccepted) {
   ASSERT_TRUE(d) << err;
   EXPECT_EQ(c.env.last_restrict, 1000u);  // only the host's uid may decode it
   std::string key = fmt::format("{:032x}{:032x}", 1, 2);  // two fresh nonces of fake_env
-  EXPECT_EQ(d->payload, fmt::format("tfbarrier-client-munge\n{}\n{}\n{}", c.client_nonce, host_nonce, key));
+  EXPECT_EQ(d->payload, fmt::format("tfbarrier-client-munge\n{}\n{}\n{}\n{}", c.client_nonce, host_nonce,
+                                    transcript_of(c, munge_greeting(c, 1000)), key));
   EXPECT_TRUE(auth::unseal(l[1], key, auth::direction::to_host, 0));
   EXPECT_EQ(l[1] + "\n", request);
   out = c.conn->feed(auth::seal(reply_line(proto::waiting{"b", 1, 1, 2}), key, auth::direction::to_client, 0));

@@ -5,6 +5,7 @@
 // credential restricted to one uid), so MUNGE's paths run without munged.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -48,13 +49,16 @@ struct host_side : host_services {
   int n = 0;
   host_side(fake_munged& mm, uid_t u) : m(mm), me(u) {}
   std::string nonce() override { return auth::make_nonce(); }
-  std::optional<std::string> munge_encode(std::string_view payload, std::string&) override {
-    return m.encode(payload, me, me);
-  }
-  std::optional<munge_auth::decoded> munge_decode(std::string_view cred, std::string& error) override {
-    return m.decode(cred, me, error);
-  }
   uid_t uid() override { return me; }
+  // host.cpp's part: the MUNGE call a step asks for (at once, here).
+  munge_result run(const munge_call& c) {
+    munge_result r;
+    if (c.kind == munge_call::op::encode)
+      r.cred = m.encode(c.data, me, me);
+    else
+      r.decoded = m.decode(c.data, me, r.error);
+    return r;
+  }
 };
 
 struct client_side : client::client_env {
@@ -96,6 +100,9 @@ struct wire {
   std::vector<proto::request> delivered;
   client::conn_output last;
   std::string host_log;
+  // A proxy on the path: may rewrite each line on its way (the default passes it on).
+  std::function<std::string(std::string)> proxy_to_host = [](std::string l) { return l; };
+  std::function<std::string(std::string)> proxy_to_client = [](std::string l) { return l; };
 
   wire(uid_t host_uid = 1000, uid_t client_uid = 1000) : hs(munged, host_uid), cs(munged, client_uid) {
     hcfg.server = "tfbarrier/test";
@@ -116,9 +123,11 @@ struct wire {
   }
 
   // Host side: one line in; what it sends goes to the client (and through the barriers first).
-  void host_reads(const std::string& line) {
+  void host_reads(const std::string& sent) {
+    std::string line = proxy_to_host(sent);
     to_host.push_back(line);
     host_step s = host.feed(hcfg, line);
+    while (s.munge) s = host.munge_done(hcfg, hs.run(*s.munge));
     host_log += s.bad_client + s.warning;
     std::string bytes = s.bytes;
     if (s.deliver) {
@@ -132,8 +141,9 @@ struct wire {
     return last.event == client::conn_event::reply || last.event == client::conn_event::failed ||
            last.event == client::conn_event::retry_with_secret;
   }
-  void client_reads(const std::string& line) {
+  void client_reads(const std::string& sent) {
     if (client_done()) return;  // the call is over: the client reads no more
+    std::string line = proxy_to_client(sent);
     to_client.push_back(line);
     auto out = cli->feed(line);
     if (out.event != client::conn_event::none && out.event != client::conn_event::greeted) last = out;
@@ -275,6 +285,94 @@ TEST(Handshake, MungeRefusesAnotherUser) {
   EXPECT_TRUE(w.delivered.empty());
 }
 
+// ---------------------------------------------------------------------------
+// Protocol 2: both HELLO lines are bound into the proofs and MUNGE payloads,
+// so a proxy that rewrites either one (keepalive=100 made the host withdraw a
+// participant over and over) ends the handshake before any request.
+
+std::string replace(std::string line, const std::string& from, const std::string& to) {
+  auto at = line.find(from);
+  if (at != std::string::npos) line.replace(at, from.size(), to);
+  return line;
+}
+
+struct tampering {
+  const char* what;
+  bool hello;  ///< rewrites the client's HELLO (else the host's reply)
+  std::string from, to;
+};
+
+const tampering tamperings[] = {
+    {"keepalive in HELLO", true, " nonce=", " keepalive=100 nonce="},
+    {"host in HELLO", true, "host=node1", "host=node2"},
+    {"pid in HELLO", true, "pid=42", "pid=43"},
+    {"server in the reply", false, "server=tfbarrier/test", "server=tfbarrier/0.0.1"},
+    {"a field added to the reply", false, " nonce=", " x=1 nonce="},
+};
+
+void expect_refused(wire& w, const tampering& t, std::string_view client_says) {
+  w.ccfg.keepalive = std::chrono::milliseconds(0);
+  auto rewrite = [&t](std::string l) { return l.rfind("HELLO", 0) == 0 ? replace(l, t.from, t.to) : l; };
+  if (t.hello)
+    w.proxy_to_host = rewrite;
+  else
+    w.proxy_to_client = rewrite;
+  w.run();
+  const auto& seen = t.hello ? w.to_host : w.to_client;
+  ASSERT_FALSE(seen.empty());
+  EXPECT_NE(seen.front().find(t.to), std::string::npos) << t.what << ": the proxy did not rewrite " << seen.front();
+  EXPECT_EQ(w.last.event, client::conn_event::failed) << t.what;
+  EXPECT_EQ(w.last.exit_code, 77) << t.what << ": " << w.last.error;
+  EXPECT_NE(w.last.error.find(client_says), std::string::npos) << t.what << ": " << w.last.error;
+  EXPECT_TRUE(w.delivered.empty()) << t.what;
+  EXPECT_FALSE(w.host.authenticated()) << t.what;
+}
+
+TEST(Handshake, ARewrittenHelloOrReplyFailsTheHmacProof) {
+  for (const auto& t : tamperings) {
+    wire w;
+    w.hcfg.secret = secret;
+    w.ccfg.secret = &secret;
+    expect_refused(w, t, "the handshake was altered on the way");
+  }
+}
+
+TEST(Handshake, ARewrittenHelloOrReplyFailsTheMungePayload) {
+  for (const auto& t : tamperings) {
+    wire w;
+    w.hcfg.munge = true;
+    expect_refused(w, t, "the handshake was altered on the way");
+  }
+}
+
+// The host's own check: the client's proof covers the HELLO the client
+// sent; over the HELLO the host read (rewritten on the way) it is refused.
+// (For MUNGE: host_conn_test's ACredentialOverAnotherHelloIsRefused.)
+TEST(Handshake, TheHostRefusesAProofOverAnotherHello) {
+  wire w;
+  w.hcfg.secret = secret;
+  std::string nonce = auth::make_nonce();
+  std::string sent = "HELLO v=" + std::to_string(proto::protocol_version) + " host=n1 pid=1 nonce=" + nonce;
+  std::string read = replace(sent, " nonce=", " keepalive=100 nonce=");
+  auto s1 = w.host.feed(w.hcfg, read);
+  std::string reply = lines_of(s1.bytes).at(0);
+  proto::reply_reader rr;
+  std::string err;
+  auto greeting = rr.feed(reply, err);
+  ASSERT_TRUE(greeting) << err;
+  auto* hr = std::get_if<proto::hello_reply>(&*greeting);
+  ASSERT_NE(hr, nullptr) << s1.bytes;
+  std::string t_client = auth::transcript(sent, auth::without_field(reply, "proof"));
+  std::string t_host = auth::transcript(read, auth::without_field(reply, "proof"));
+  // The host's proof is over what it read: an honest client (over `sent`) refuses it.
+  EXPECT_FALSE(auth::equal(hr->proof, auth::host_proof(secret, nonce, hr->nonce, t_client)));
+  EXPECT_TRUE(auth::equal(hr->proof, auth::host_proof(secret, nonce, hr->nonce, t_host)));
+  auto s2 = w.host.feed(w.hcfg, "AUTH proof=" + auth::client_proof(secret, nonce, hr->nonce, t_client));
+  EXPECT_TRUE(s2.close);
+  EXPECT_NE(s2.bytes.find("ERR AUTH :wrong proof"), std::string::npos) << s2.bytes;
+  EXPECT_FALSE(w.host.authenticated());
+}
+
 TEST(Handshake, AVersionMismatchEndsWithERRVersion) {
   wire w;
   auto s = w.host.feed(w.hcfg, "HELLO v=" + std::to_string(proto::protocol_version + 1) + " host=n1 pid=1");
@@ -293,4 +391,46 @@ TEST(Handshake, AVersionMismatchEndsWithERRVersion) {
   EXPECT_NE(out.error.find("version"), std::string::npos) << out.error;
 }
 
+}  // namespace tfb
+
+namespace tfb {
+namespace {
+
+// docs/protocol.md's worked example, so that a client written from the page
+// alone (tests/tools/replay.py is one) computes what this code does.
+TEST(Handshake, TheWorkedExampleOfTheProtocolPage) {
+  const std::string k = "0123456789abcdef0123456789abcdef";
+  const std::string cn = "00112233445566778899aabbccddeeff", hn = "ffeeddccbbaa99887766554433221100";
+  const std::string hello = "HELLO v=2 host=n1 pid=7 keepalive=5000 nonce=" + cn;
+  const std::string reply = "HELLO v=2 server=tfbarrier/0.1.0 auth=hmac nonce=" + hn + " proof=HP";
+  std::string t = auth::transcript(hello, auth::without_field(reply, "proof"));
+  EXPECT_EQ(t, "131973a8c35f424514535e72c713d51d1b589ffd42fb1d32fd24c843b5449b69");
+  EXPECT_EQ(auth::host_proof(k, cn, hn, t), "b9fef5547810c5ad904a3d790bde7c199c11bd4462ebb7b5ca5e67ef3550e39c");
+  EXPECT_EQ(auth::client_proof(k, cn, hn, t), "eb21c78c8d2be1a7ff2c268603736746520b890d27a029f2a60b29fb9aa426ce");
+  // The host, given that HELLO and these nonces, sends that very reply.
+  struct fixed : host_services {
+    std::string nonce() override { return "ffeeddccbbaa99887766554433221100"; }
+    uid_t uid() override { return 1000; }
+  } svc;
+  host_conn_config cfg;
+  cfg.secret = k;
+  cfg.server = "tfbarrier/0.1.0";
+  cfg.services = &svc;
+  host_conn h;
+  EXPECT_EQ(h.feed(cfg, hello).bytes, "HELLO v=2 server=tfbarrier/0.1.0 auth=hmac nonce=" + hn +
+                                          " proof=b9fef5547810c5ad904a3d790bde7c199c11bd4462ebb7b5ca5e67ef3550e39c\n");
+  host_step a = h.feed(cfg, "AUTH proof=eb21c78c8d2be1a7ff2c268603736746520b890d27a029f2a60b29fb9aa426ce");
+  EXPECT_FALSE(a.close) << a.bytes;
+  EXPECT_TRUE(h.authenticated());
+}
+
+TEST(Handshake, WithoutFieldTakesOutOneFieldAndItsSpace) {
+  EXPECT_EQ(auth::without_field("HELLO v=2 auth=hmac nonce=N proof=P", "proof"), "HELLO v=2 auth=hmac nonce=N");
+  EXPECT_EQ(auth::without_field("HELLO v=2 proof=P auth=hmac", "proof"), "HELLO v=2 auth=hmac");
+  EXPECT_EQ(auth::without_field("HELLO v=2 auth=munge cred=C :text proof=P", "cred"), "HELLO v=2 auth=munge :text proof=P");
+  EXPECT_EQ(auth::without_field("HELLO v=2 auth=none :x proof=P", "proof"), "HELLO v=2 auth=none :x proof=P");
+  EXPECT_EQ(auth::without_field("HELLO v=2 xproof=P", "proof"), "HELLO v=2 xproof=P");
+}
+
+}  // namespace
 }  // namespace tfb

@@ -22,22 +22,23 @@ using namespace std::chrono_literals;
 #define EXPECT_CONTAINS(haystack, needle) \
   EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "in: " << (haystack)
 
-// Nonces and MUNGE as the test wants them. A credential is "cred" and a
-// number; decoding one a second time is refused, as munged refuses replays.
+// Nonces and MUNGE as the test wants them (MUNGE is host.cpp's to call:
+// settle() below plays that part). A credential is "cred" and a number;
+// decoding one a second time is refused, as munged refuses replays.
 class test_services final : public host_services {
  public:
   std::string nonce() override {
     std::string n = auth::hmac_hex("nonce", std::to_string(nonces_++));
     return n.substr(0, 2 * auth::nonce_bytes);
   }
-  std::optional<std::string> munge_encode(std::string_view payload, std::string& error) override {
+  std::optional<std::string> munge_encode(std::string_view payload, std::string& error) {
     if (!munged_up) {
       error = "munged is down";
       return std::nullopt;
     }
     return issue(std::string(payload), host_uid);
   }
-  std::optional<munge_auth::decoded> munge_decode(std::string_view cred, std::string& error) override {
+  std::optional<munge_auth::decoded> munge_decode(std::string_view cred, std::string& error) {
     auto it = creds_.find(std::string(cred));
     if (it == creds_.end()) {
       error = "Invalid credential format";
@@ -69,6 +70,22 @@ class test_services final : public host_services {
   int nonces_ = 0;
   std::map<std::string, std::pair<munge_auth::decoded, bool>> creds_;
 };
+
+// host.cpp's part: makes the MUNGE call a step asks for (at once, here),
+// and gives the connection its result; the step that follows.
+host_step settle(host_conn& c, const host_conn_config& cfg, host_step s, test_services& svc) {
+  while (s.munge) {
+    EXPECT_TRUE(c.munge_pending());
+    munge_result r;
+    if (s.munge->kind == munge_call::op::encode)
+      r.cred = svc.munge_encode(s.munge->data, r.error);
+    else
+      r.decoded = svc.munge_decode(s.munge->data, r.error);
+    s = c.munge_done(cfg, std::move(r));
+  }
+  EXPECT_FALSE(c.munge_pending());
+  return s;
+}
 
 std::string line_of(const proto::request& r) {
   std::string l = proto::format_request(r);
@@ -131,14 +148,19 @@ struct host_conn_test : ::testing::Test {
   host_conn_config munge_host{std::nullopt, true, "tfbarrier/test", &services};
   host_conn conn;
 
+  /// One line to munge_host, its MUNGE calls made.
+  host_step mfeed(const std::string& line) { return settle(conn, munge_host, conn.feed(munge_host, line), services); }
+
   /// HELLO and AUTH with this secret against secret_host; the session key.
   std::string hmac_handshake(const std::string& secret) {
     host_step s = conn.feed(secret_host, hello_line());
     auto hr = hello_reply_of(s);
     EXPECT_EQ(hr.auth, "hmac");
     EXPECT_EQ(s.timer, host_step::deadline::keep);
-    EXPECT_TRUE(auth::equal(hr.proof, auth::host_proof("s3cret", client_nonce, hr.nonce)));
-    host_step a = conn.feed(secret_host, line_of(proto::auth_req{auth::client_proof(secret, client_nonce, hr.nonce)}));
+    std::string t = auth::transcript(hello_line(), auth::without_field(s.bytes.substr(0, s.bytes.size() - 1), "proof"));
+    EXPECT_TRUE(auth::equal(hr.proof, auth::host_proof("s3cret", client_nonce, hr.nonce, t)));
+    host_step a =
+        conn.feed(secret_host, line_of(proto::auth_req{auth::client_proof(secret, client_nonce, hr.nonce, t)}));
     last = a;
     return auth::session_key(secret, client_nonce, hr.nonce);
   }
@@ -169,7 +191,7 @@ TEST_F(host_conn_test, LinesBeforeHelloAreRefusedUnparsed) {
   for (std::string first : std::vector<std::string>{"PING", arrive_line(), "GET / HTTP/1.1", "", "HELLOx v=1"}) {
     host_conn c;
     host_step s = c.feed(open_host, first);
-    expect_closed_with(s, proto::error_kind::handshake, "the first line must be HELLO v=1");
+    expect_closed_with(s, proto::error_kind::handshake, "the first line must be HELLO v=2");
     EXPECT_EQ(s.bad_client, "first line was not HELLO");
     EXPECT_FALSE(c.hello_done());
   }
@@ -183,12 +205,16 @@ TEST_F(host_conn_test, AMalformedHelloGetsItsParseError) {
 }
 
 TEST_F(host_conn_test, AnotherProtocolVersionIsRefused) {
-  for (std::uint32_t v : {0u, static_cast<std::uint32_t>(protocol_version) + 1}) {
+  // Version 1 too: its handshake proves less (docs/protocol.md), and its
+  // clients print the text as it is.
+  for (std::uint32_t v : {0u, 1u, static_cast<std::uint32_t>(protocol_version) + 1}) {
     host_conn c;
     host_step s = c.feed(open_host, hello_line(client_nonce, v));
     expect_closed_with(s, proto::error_kind::version,
-                       fmt::format("this host speaks protocol version {}, the client asked for {}", protocol_version, v));
-    EXPECT_CONTAINS(s.bad_client, "use matching tfbarrier versions");
+                       fmt::format("this host (tfbarrier/test) speaks protocol version {}, and the client asked for "
+                                   "version {}: run the same version of tfbarrier on the host and in the job",
+                                   protocol_version, v));
+    EXPECT_CONTAINS(s.bad_client, "run the same version of tfbarrier");
     EXPECT_FALSE(c.hello_done());
   }
 }
@@ -333,14 +359,16 @@ TEST_F(host_conn_test, AWrongSecretIsRefused) {
 TEST_F(host_conn_test, AReplayedProofIsRefused) {
   // A proof seen on an earlier connection is bound to that connection's host nonce.
   host_conn earlier;
-  auto hr = hello_reply_of(earlier.feed(secret_host, hello_line()));
-  std::string old_proof = auth::client_proof("s3cret", client_nonce, hr.nonce);
+  host_step g = earlier.feed(secret_host, hello_line());
+  auto hr = hello_reply_of(g);
+  std::string t = auth::transcript(hello_line(), auth::without_field(g.bytes.substr(0, g.bytes.size() - 1), "proof"));
+  std::string old_proof = auth::client_proof("s3cret", client_nonce, hr.nonce, t);
   ASSERT_EQ(earlier.feed(secret_host, line_of(proto::auth_req{old_proof})).timer, host_step::deadline::handshake_over);
 
   auto hr2 = hello_reply_of(conn.feed(secret_host, hello_line()));
   EXPECT_NE(hr2.nonce, hr.nonce);
   expect_closed_with(conn.feed(secret_host, line_of(proto::auth_req{old_proof})), proto::error_kind::auth,
-                     "or it replayed an old handshake");
+                     "or it replayed an old one");
 }
 
 TEST_F(host_conn_test, TheHostsOwnProofReflectedBackIsRefused) {
@@ -396,29 +424,38 @@ TEST_F(host_conn_test, AuthAfterTheHandshakeIsRefused) {
 struct host_conn_munge : host_conn_test {
   /// HELLO to munge_host; checks the host's credential; the host nonce.
   std::string hello() {
-    host_step s = conn.feed(munge_host, hello_line());
+    host_step asked = conn.feed(munge_host, hello_line());
+    EXPECT_TRUE(asked.munge.has_value());
+    EXPECT_TRUE(asked.bytes.empty());
+    host_step s = settle(conn, munge_host, std::move(asked), services);
     auto hr = hello_reply_of(s);
     EXPECT_EQ(hr.auth, "munge");
     EXPECT_EQ(s.timer, host_step::deadline::keep);
     auto d = services.peek(munge_auth::from_wire(hr.cred));
     EXPECT_EQ(d.uid, services.host_uid);
-    EXPECT_EQ(d.payload, fmt::format("tfbarrier-host-munge\n{}\n{}", client_nonce, hr.nonce));
+    t = auth::transcript(hello_line(), auth::without_field(s.bytes.substr(0, s.bytes.size() - 1), "cred"));
+    EXPECT_EQ(d.payload, fmt::format("tfbarrier-host-munge\n{}\n{}\n{}", client_nonce, hr.nonce, t));
     return hr.nonce;
   }
   std::string auth_line(const std::string& payload, uid_t from) {
     return line_of(proto::auth_req{"", munge_auth::to_wire(services.issue(payload, from))});
   }
+  /// The client's AUTH payload for host nonce hn, this connection's transcript.
+  std::string payload(const std::string& hn) {
+    return fmt::format("tfbarrier-client-munge\n{}\n{}\n{}\n{}", client_nonce, hn, t, key);
+  }
   const std::string key = std::string(64, 'k');
+  std::string t;  ///< the transcript of the last hello()
 };
 
 TEST_F(host_conn_munge, TheHostsUidIsLetInAndTheLinesAreSealed) {
   std::string hn = hello();
-  host_step s = conn.feed(munge_host, auth_line(fmt::format("tfbarrier-client-munge\n{}\n{}\n{}", client_nonce, hn, key),
+  host_step s = mfeed(auth_line(payload(hn),
                                                 services.host_uid));
   EXPECT_TRUE(s.bytes.empty()) << s.bytes;
   EXPECT_EQ(s.timer, host_step::deadline::handshake_over);
   EXPECT_TRUE(conn.sealed());
-  EXPECT_TRUE(conn.feed(munge_host, auth::seal("PING", key, auth::direction::to_host, 0)).deliver.has_value());
+  EXPECT_TRUE(mfeed(auth::seal("PING", key, auth::direction::to_host, 0)).deliver.has_value());
   std::string pong = conn.seal("PONG\n");
   pong.pop_back();
   EXPECT_TRUE(auth::unseal(pong, key, auth::direction::to_client, 0));
@@ -426,48 +463,98 @@ TEST_F(host_conn_munge, TheHostsUidIsLetInAndTheLinesAreSealed) {
 
 TEST_F(host_conn_munge, AnotherUidIsRefused) {
   std::string hn = hello();
-  host_step s = conn.feed(munge_host, auth_line(fmt::format("tfbarrier-client-munge\n{}\n{}\n{}", client_nonce, hn, key),
+  host_step s = mfeed(auth_line(payload(hn),
                                                 services.host_uid + 1));
   expect_closed_with(s, proto::error_kind::auth, "uid 1001 may not use this host: only the job owner (uid 1000) may");
 }
 
 TEST_F(host_conn_munge, ACredentialMungedRefusesIsRefused) {
   hello();
-  host_step s = conn.feed(munge_host, line_of(proto::auth_req{"", "forged"}));
+  host_step s = mfeed(line_of(proto::auth_req{"", "forged"}));
   expect_closed_with(s, proto::error_kind::auth, "the MUNGE credential was refused: Invalid credential format");
 }
 
 TEST_F(host_conn_munge, ACredentialForAnotherConnectionIsRefused) {
   hello();
   // Made for another host nonce (a replay of another connection's handshake).
-  host_step s = conn.feed(munge_host, auth_line(fmt::format("tfbarrier-client-munge\n{}\n{}\n{}", client_nonce,
-                                                            std::string(32, '0'), key),
-                                                services.host_uid));
+  host_step s = mfeed(auth_line(payload(std::string(32, '0')), services.host_uid));
   expect_closed_with(s, proto::error_kind::auth, "the MUNGE credential is not for this connection");
 }
 
 TEST_F(host_conn_munge, TheHostsOwnCredentialReflectedBackIsRefused) {
-  host_step s = conn.feed(munge_host, hello_line());
+  host_step s = mfeed(hello_line());
   auto hr = hello_reply_of(s);
-  expect_closed_with(conn.feed(munge_host, line_of(proto::auth_req{"", hr.cred})), proto::error_kind::auth,
+  expect_closed_with(mfeed(line_of(proto::auth_req{"", hr.cred})), proto::error_kind::auth,
                      "the MUNGE credential is not for this connection");
 }
 
 TEST_F(host_conn_munge, AProofOrARequestInsteadOfACredentialIsRefused) {
   hello();
-  expect_closed_with(conn.feed(munge_host, line_of(proto::auth_req{std::string(64, 'a')})), proto::error_kind::auth,
+  expect_closed_with(mfeed(line_of(proto::auth_req{std::string(64, 'a')})), proto::error_kind::auth,
                      "expected AUTH cred=... (this host authenticates with MUNGE)");
   host_conn c;
   conn = std::move(c);
   hello();
-  expect_closed_with(conn.feed(munge_host, arrive_line()), proto::error_kind::auth, "a request came before AUTH");
+  expect_closed_with(mfeed(arrive_line()), proto::error_kind::auth, "a request came before AUTH");
 }
 
 TEST_F(host_conn_munge, AHostThatCannotReachMungedSaysItIsBusy) {
   services.munged_up = false;
-  host_step s = conn.feed(munge_host, hello_line());
+  host_step s = mfeed(hello_line());
   expect_closed_with(s, proto::error_kind::busy, "the host cannot reach munged right now: munged is down");
   EXPECT_EQ(s.warning, "warning: cannot make a MUNGE credential: munged is down");
+}
+
+TEST_F(host_conn_munge, ACredentialOverAnotherHelloIsRefused) {
+  // The client signed a HELLO that differs from the one the host read (a
+  // proxy rewrote keepalive=): its transcript differs, so does the payload.
+  std::string hn = hello();
+  t = auth::transcript(line_of(proto::hello{protocol_version, "node1", 42, 100, client_nonce}), "HELLO");
+  expect_closed_with(mfeed(auth_line(payload(hn), services.host_uid)), proto::error_kind::auth,
+                     "the MUNGE credential is not for this connection");
+}
+
+TEST_F(host_conn_munge, TheConnectionWaitsForEachCallAndReadsNoLineMeanwhile) {
+  host_step s = conn.feed(munge_host, hello_line());
+  ASSERT_TRUE(s.munge);
+  EXPECT_EQ(s.munge->kind, munge_call::op::encode);
+  EXPECT_TRUE(conn.munge_pending());
+  EXPECT_FALSE(conn.authenticated());
+  // A result nobody asked for changes nothing.
+  host_conn idle;
+  host_step none = idle.munge_done(munge_host, munge_result{});
+  EXPECT_TRUE(none.bytes.empty());
+  EXPECT_FALSE(none.close);
+}
+
+TEST_F(host_conn_munge, AFullQueueOrASlowMungedIsBusyAtEitherStep) {
+  for (auto how : {munge_result::status::queue_full, munge_result::status::timed_out}) {
+    // At the greeting ...
+    host_conn c1;
+    ASSERT_TRUE(c1.feed(munge_host, hello_line()).munge);
+    munge_result r;
+    r.how = how;
+    host_step s = c1.munge_done(munge_host, r);
+    bool full = how == munge_result::status::queue_full;
+    expect_closed_with(s, proto::error_kind::busy,
+                       full ? "the host has too many MUNGE calls waiting; try again shortly"
+                            : "munged did not answer the host within 5 s; try again later");
+    if (full)
+      EXPECT_CONTAINS(s.bad_client, "MUNGE queue full");
+    else
+      EXPECT_EQ(s.warning, "warning: munged did not answer within 5 s (making a credential); closing the connection");
+    EXPECT_FALSE(c1.munge_pending());
+    // ... and at AUTH.
+    host_conn c2;
+    conn = std::move(c2);
+    std::string hn = hello();
+    host_step a = conn.feed(munge_host, auth_line(payload(hn), services.host_uid));
+    ASSERT_TRUE(a.munge);
+    EXPECT_EQ(a.munge->kind, munge_call::op::decode);
+    host_step s2 = conn.munge_done(munge_host, r);
+    expect_closed_with(s2, proto::error_kind::busy, full ? "too many MUNGE calls" : "within 5 s");
+    EXPECT_FALSE(conn.authenticated());
+  }
 }
 
 TEST_F(host_conn_test, ASecretTakesPrecedenceOverMunge) {

@@ -1505,16 +1505,17 @@ TEST(LineSplitter, BufferIsReusedAfterDraining) {
 
 // Lines a client sends (C:, A:, B:, ... in the doc; also the request forms of "Requests").
 const char* const doc_client_lines[] = {
-    "HELLO v=1 host=node1 pid=4242",
+    "HELLO v=2 host=node1 pid=4242",
     "HELLO v=7 host=node1 pid=4242",
-    "HELLO v=1 host=n1 pid=7 nonce=CN",
+    "HELLO v=2 host=n1 pid=7 nonce=CN",
+    "HELLO v=2 host=n1 pid=7 keepalive=5000 nonce=00112233445566778899aabbccddeeff",
     "AUTH proof=CP",
     "LEAVE",
     "ARRIVE name=N scope=S id=ID n=6 rank=3 chief=0",
     "DECIDE scope=S id=ID verdict=stop name=N n=6 rank=0 wait=1 :message text",
     "ABORT scope=S name=N :reason text",
     "STATUS scope=S name=N detail=1",
-    "HELLO v=1 host=n1 pid=1",
+    "HELLO v=2 host=n1 pid=1",
     "ARRIVE name=e1 scope=default id=a n=3 rank=0 chief=0",
     "ARRIVE name=e1 scope=default id=b n=3 rank=1 chief=0",
     "ARRIVE name=e1 scope=default id=c n=3 rank=2 chief=0",
@@ -1531,13 +1532,17 @@ struct host_example {
 
 std::vector<host_example> doc_host_lines() {
   return {
-      {"HELLO v=1 server=tfbarrier/0.1.0 auth=none", hello_reply{1, "tfbarrier/0.1.0", "none"}, ""},
-      {"ERR VERSION :this host speaks protocol version 1, the client asked for 7; use matching tfbarrier versions",
+      {"HELLO v=2 server=tfbarrier/0.1.0 auth=none", hello_reply{2, "tfbarrier/0.1.0", "none"}, ""},
+      {"ERR VERSION :this host (tfbarrier/0.1.0) speaks protocol version 2, and the client asked for version 7: run "
+       "the same version of tfbarrier on the host and in the job",
        error_reply{error_kind::version,
-                   "this host speaks protocol version 1, the client asked for 7; use matching tfbarrier versions"},
+                   "this host (tfbarrier/0.1.0) speaks protocol version 2, and the client asked for version 7: run the "
+                   "same version of tfbarrier on the host and in the job"},
        ""},
-      {"HELLO v=1 server=tfbarrier/0.1.0 auth=hmac nonce=HN proof=HP",
-       hello_reply{1, "tfbarrier/0.1.0", "hmac", "HN", "HP", ""}, ""},
+      {"HELLO v=2 server=tfbarrier/0.1.0 auth=hmac nonce=HN proof=HP",
+       hello_reply{2, "tfbarrier/0.1.0", "hmac", "HN", "HP", ""}, ""},
+      {"HELLO v=2 server=tfbarrier/0.1.0 auth=hmac nonce=ffeeddccbbaa99887766554433221100 proof=HP",
+       hello_reply{2, "tfbarrier/0.1.0", "hmac", "ffeeddccbbaa99887766554433221100", "HP", ""}, ""},
       {"RELEASE name=epoch3 gen=2 verdict=stop :loss diverged at step 9000",
        release{"epoch3", 2, verdict::stop, std::nullopt, "loss diverged at step 9000"}, ""},
       {"LEFT name=N gen=G", left{"N", 5}, "5"},
