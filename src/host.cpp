@@ -912,7 +912,7 @@ awaitable<void> metrics_endpoint::textfile_loop() {
 
 void metrics_endpoint::write_textfile() {
   std::string error;
-  if (!files::replace_in(textfile_dir_->get(), textfile_name_, text(), textfile_dir_path_, error))
+  if (!files::replace_in(textfile_dir_->get(), textfile_name_, text(), textfile_dir_path_, error, 0644))
     log_(fmt::format("warning: cannot write the metrics textfile {}: {}", *opts_.metrics_textfile, error));
 }
 // ---- end of metrics ----
