@@ -2,6 +2,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <ctime>
 
@@ -84,7 +85,7 @@ int run_watch(const status_options& o, const proto::status_req& req, const std::
   outcome out = c.watch(req, *o.watch, [&](const proto::status_reply& st) {
     auto [width, rows] = terminal_size(tty);
     char clock[16] = "";
-    std::time_t t = std::time(nullptr);
+    std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());  // not time(): no new libc import
     std::tm tm{};
     if (localtime_r(&t, &tm)) std::strftime(clock, sizeof clock, "%H:%M:%S", &tm);
     std::string title = fmt::format("{} {}, every {}{}", clock, where, format_duration(*o.watch),
