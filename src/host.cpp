@@ -108,6 +108,7 @@ class metrics_endpoint {
   std::string textfile_dir_path_, textfile_name_;
   std::function<void(std::string_view)> log_;
   bool stopped_ = false;
+  bool textfile_failing_ = false;
 };
 // ---- end of metrics ----
 
@@ -912,8 +913,10 @@ awaitable<void> metrics_endpoint::textfile_loop() {
 
 void metrics_endpoint::write_textfile() {
   std::string error;
-  if (!files::replace_in(textfile_dir_->get(), textfile_name_, text(), textfile_dir_path_, error, 0644))
+  bool ok = files::replace_in(textfile_dir_->get(), textfile_name_, text(), textfile_dir_path_, error, 0644);
+  if (!ok && !textfile_failing_)  // once per streak of failures, not every 5 s
     log_(fmt::format("warning: cannot write the metrics textfile {}: {}", *opts_.metrics_textfile, error));
+  textfile_failing_ = !ok;
 }
 // ---- end of metrics ----
 
