@@ -362,20 +362,22 @@ int check_command_word(int argc, char** argv, std::string_view& selected) {
 void define_serve_metrics(CLI::App* s, serve_options& serve) {
   s->add_option("--metrics", serve.metrics,
                 "Serve Prometheus metrics at http://HOST:PORT/metrics (loopback unless --metrics-token-file)")
-      ->envname("TFBARRIER_METRICS");
+      ->envname("TFBARRIER_METRICS")
+      ->type_name("HOST:PORT");
   s->add_option("--metrics-token-file", serve.metrics_token_file,
                 "Require 'Authorization: Bearer TOKEN' for /metrics, TOKEN from FILE (mode 0600; needed beyond "
-                "loopback)");
+                "loopback)")
+      ->type_name("FILE");
   s->add_option("--metrics-textfile", serve.metrics_textfile,
-                "Write the metrics to FILE every 5s, atomically (for node_exporter's textfile collector)");
+                "Write the metrics to FILE every 5s, atomically (for node_exporter's textfile collector)")
+      ->type_name("FILE");
 }
-void define_status_watch(CLI::App* st, parsed_values& v, CLI::Option* json) {
+void define_status_watch(CLI::App* st, parsed_values& v) {
   v.status_watch_opt = st->add_option("--watch", v.status_watch,
                                       "Redraw a live view every INTERVAL (default 1s, at least 100ms) until Ctrl-C")
                            ->expected(0, 1)
-                           ->type_name("[INTERVAL]")
                            ->check(duration_validator(std::chrono::milliseconds(100)))
-                           ->excludes(json);
+                           ->type_name("[INTERVAL]");
 }
 void set_status_watch(parsed_values& v) {
   if (!v.status_watch_opt || v.status_watch_opt->count() == 0) return;
@@ -497,9 +499,9 @@ void define_status(CLI::App& app, parsed_values& v) {
   CLI::App*& st = v.st;
   st = app.add_subcommand("status", "Show the barriers the host holds");
   st->add_option("--name", status.name, "Only this barrier, with its members")->check(name_validator());
-  CLI::Option* json = st->add_flag("--json", status.json, "JSON for scripts (see tfbarrier(1))");
+  st->add_flag("--json", status.json, "JSON for scripts (see tfbarrier(1))");
   st->add_flag("--all-scopes", status.all_scopes, "Barriers of every scope, not just this job's");
-  define_status_watch(st, v, json);
+  define_status_watch(st, v);
   add_common(st, status.common, status_text);
   set_footer(st, "Examples:\n  tfbarrier status\n  tfbarrier status --name epoch3 --json | jq .barriers[0].missing\n"
                  "  tfbarrier status --watch 500ms                # a live view; Ctrl-C ends it\n");

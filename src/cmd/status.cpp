@@ -121,6 +121,10 @@ int run_watch(const status_options& o, const proto::status_req& req, const std::
 }  // namespace
 
 int run_status(const status_options& o) {
+  if (o.watch && o.json) {
+    print_error("--watch draws a live view and --json prints one answer for scripts: give one of them");
+    return exit_code::usage;
+  }
   auto s = resolve(o.common, std::nullopt, std::nullopt, false);
   if (!s) return exit_code::usage;
   s->may_start_host = false;  // a question: it never starts the host it asks about
