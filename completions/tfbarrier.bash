@@ -13,11 +13,12 @@ _tfbarrier_options() {
   local client="--addr --scope --connect-timeout --quiet --secret-file --keepalive --help -q -h"
   case $1 in
     serve) echo "--listen --daemon --log --idle-exit --forget-after --quiet --state-dir --max-connections" \
-      "--max-per-address --max-barriers --secret-file --no-munge --insecure --help -q -h" ;;
+      "--max-per-address --max-barriers --secret-file --no-munge --insecure --metrics --metrics-token-file" \
+      "--metrics-textfile --help -q -h" ;;
     wait) echo "--name --n --rank --chief --timeout --progress $client" ;;
     decide) echo "--name --message --no-wait --timeout --n --rank $client -m" ;;
     abort) echo "--name --reason $client" ;;
-    status) echo "--name --json --all-scopes $client" ;;
+    status) echo "--name --json --all-scopes --watch $client" ;;
     config) echo "--n --rank --json $client" ;;
     secret) echo "--file --force --help -h" ;;
   esac
@@ -28,7 +29,7 @@ _tfbarrier_takes_value() {
   case $1 in
     --listen | --log | --idle-exit | --forget-after | --state-dir | --max-connections | --max-per-address | --max-barriers | \
       --secret-file | --name | --n | --rank | --timeout | --progress | --addr | --scope | --connect-timeout | \
-      --keepalive | --message | -m | --reason | --file) return 0 ;;
+      --keepalive | --message | -m | --reason | --file | --metrics | --metrics-token-file | --metrics-textfile) return 0 ;;
   esac
   return 1
 }

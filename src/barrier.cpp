@@ -262,6 +262,7 @@ void barrier_set::arrive(conn_id c, const proto::arrive& a, const peer_info& p, 
 void barrier_set::complete(barrier& b, millis now, output& out) {
   round& r = b.open;
   std::uint64_t next = r.gen + 1;
+  r.complete_at = now;
   if (r.v == verdict::none && r.chief) {
     r.gathered = true;
     member& chief = r.members.at(*r.chief);
@@ -313,6 +314,7 @@ void barrier_set::release(barrier& b, round& r, output& out) {
   out.journal.push_back(std::move(j));
   b.recent.push_front(std::move(f));
   if (b.recent.size() > max_recent_rounds) b.recent.pop_back();
+  out.ended.push_back(round_end{false, r.v, r.started && r.complete_at >= r.opened ? r.complete_at - r.opened : -1});
   for (conn_id c : want_count) out.sends.push_back({c, proto::release{b.name, r.gen, r.v, delivered, r.message}});
   out.log.push_back(fmt::format("release {}: {} participant{}, verdict {}{}{}", label(b, r.gen), *r.n,
                                 *r.n == 1 ? "" : "s",
@@ -478,6 +480,7 @@ void barrier_set::abort(conn_id c, const proto::abort_req& a, millis now, output
   for (auto& [g, r] : b.gathered) notify(r);
   notify(b.open);
   if (!b.aborted) {
+    out.ended.push_back(round_end{true, verdict::none, -1});
     b.aborted = true;
     b.aborted_gen = b.gathered.empty() ? b.open.gen : b.gathered.begin()->first;
     b.abort_reason = a.reason;

@@ -48,11 +48,19 @@ struct journal_entry {
   std::vector<std::optional<std::uint32_t>> ranks;
 };
 
+/// A round that ended in this step, for the host's metrics (metrics.h).
+struct round_end {
+  bool aborted = false;
+  proto::verdict v = proto::verdict::none;  ///< released: its verdict
+  millis spread = -1;  ///< released: first to last arrival; -1 when not known (restored from the journal)
+};
+
 /// What one step of the state machine produced.
 struct output {
   std::vector<effect> sends;
   std::vector<std::string> log;        ///< one event per line, for the host's log
   std::vector<journal_entry> journal;  ///< to persist before `sends` go out
+  std::vector<round_end> ended;        ///< rounds released or aborted (metrics)
 };
 
 using proto::departure;
@@ -82,6 +90,8 @@ class barrier_set {
 
   /// True while any participant or decider is waiting anywhere.
   bool active() const { return !where_.empty(); }
+  /// Participants and deciders waiting anywhere.
+  std::size_t waiting() const { return where_.size(); }
   /// Forgets barriers with nobody waiting whose last activity is older than max_idle.
   std::size_t prune(millis now, millis max_idle);
   std::size_t barrier_count() const { return barriers_.size(); }
@@ -134,6 +144,7 @@ class barrier_set {
     std::string verdict_by;
     std::vector<conn_id> deciders;  ///< DECIDE wait=1 connections that are not members
     millis opened = 0;        ///< when the round was created; from its first arrival on, when that came
+    millis complete_at = -1;  ///< when its last arrival came (-1: not yet, or restored), for the metrics
     bool started = false;     ///< someone has arrived (they may all have left since)
     bool gathered = false;
     std::vector<gone> departed;  ///< who left before release and has not come back (bounded)

@@ -285,6 +285,8 @@ struct parsed_values {
   CLI::App* a = nullptr;
   status_options status;
   common_text status_text;
+  std::string status_watch;             // --watch [INTERVAL] as typed
+  CLI::Option* status_watch_opt = nullptr;
   CLI::App* st = nullptr;
   config_options config;
   common_text config_text;
@@ -355,6 +357,34 @@ int check_command_word(int argc, char** argv, std::string_view& selected) {
   return -1;
 }
 
+// ---- Monitoring options (issue 21: serve --metrics*, status --watch) ----
+// One block, so that moving the definitions into src/cmd/*.cpp moves it whole.
+void define_serve_metrics(CLI::App* s, serve_options& serve) {
+  s->add_option("--metrics", serve.metrics,
+                "Serve Prometheus metrics at http://HOST:PORT/metrics (loopback unless --metrics-token-file)")
+      ->envname("TFBARRIER_METRICS")
+      ->type_name("HOST:PORT");
+  s->add_option("--metrics-token-file", serve.metrics_token_file,
+                "Require 'Authorization: Bearer TOKEN' for /metrics, TOKEN from FILE (mode 0600; needed beyond "
+                "loopback)")
+      ->type_name("FILE");
+  s->add_option("--metrics-textfile", serve.metrics_textfile,
+                "Write the metrics to FILE every 5s, atomically (for node_exporter's textfile collector)")
+      ->type_name("FILE");
+}
+void define_status_watch(CLI::App* st, parsed_values& v) {
+  v.status_watch_opt = st->add_option("--watch", v.status_watch,
+                                      "Redraw a live view every INTERVAL (default 1s, at least 100ms) until Ctrl-C")
+                           ->expected(0, 1)
+                           ->check(duration_validator(std::chrono::milliseconds(100)))
+                           ->type_name("[INTERVAL]");
+}
+void set_status_watch(parsed_values& v) {
+  if (!v.status_watch_opt || v.status_watch_opt->count() == 0) return;
+  v.status.watch = v.status_watch.empty() ? duration(std::chrono::seconds(1)) : *parse_duration(v.status_watch);
+}
+// ---- end of the monitoring options ----
+
 void define_serve(CLI::App& app, parsed_values& v) {
   serve_options& serve = v.serve;
   std::string& idle_exit = v.idle_exit;
@@ -389,9 +419,12 @@ void define_serve(CLI::App& app, parsed_values& v) {
   s->add_flag("--no-munge", serve.no_munge, "Beyond loopback, use the secret file even where munged runs");
   s->add_flag("--insecure", serve.insecure, "Listen beyond loopback without authentication: anyone who can connect "
                                             "can arrive, decide and abort");
+  define_serve_metrics(s, serve);
   set_footer(s, "Examples:\n"
       "  tfbarrier serve --listen 127.0.0.1:0          # prints TFBARRIER_ADDR=127.0.0.1:PORT\n"
-      "  eval \"$(tfbarrier serve --daemon --idle-exit 1h)\"; ...; kill $TFBARRIER_PID\n");
+      "  eval \"$(tfbarrier serve --daemon --idle-exit 1h)\"; ...; kill $TFBARRIER_PID\n"
+      "  tfbarrier serve --metrics 127.0.0.1:9727      # Prometheus: GET http://127.0.0.1:9727/metrics\n"
+      "  tfbarrier serve --metrics-textfile /var/lib/node_exporter/textfile/tfbarrier.prom\n");
 }
 
 void define_wait(CLI::App& app, parsed_values& v) {
@@ -468,8 +501,10 @@ void define_status(CLI::App& app, parsed_values& v) {
   st->add_option("--name", status.name, "Only this barrier, with its members")->check(name_validator());
   st->add_flag("--json", status.json, "JSON for scripts (see tfbarrier(1))");
   st->add_flag("--all-scopes", status.all_scopes, "Barriers of every scope, not just this job's");
+  define_status_watch(st, v);
   add_common(st, status.common, status_text);
-  set_footer(st, "Examples:\n  tfbarrier status\n  tfbarrier status --name epoch3 --json | jq .barriers[0].missing\n");
+  set_footer(st, "Examples:\n  tfbarrier status\n  tfbarrier status --name epoch3 --json | jq .barriers[0].missing\n"
+                 "  tfbarrier status --watch 500ms                # a live view; Ctrl-C ends it\n");
 }
 
 void define_config(CLI::App& app, parsed_values& v) {
@@ -613,6 +648,7 @@ int dispatch(parsed_values& v) {
   }
   if (v.st && v.st->parsed()) {
     set_common(v.status_text, v.status.common);
+    set_status_watch(v);
     return run_status(v.status);
   }
   if (v.sec && v.sec->parsed()) return run_secret(v.secret);

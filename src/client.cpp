@@ -770,6 +770,22 @@ class tcp_coordinator final : public coordinator {
     });
   }
 
+  outcome watch(const proto::status_req& s, duration every,
+                std::function<void(const proto::status_reply&)> on_reply) override {
+    engine e(o_);
+    std::string request = proto::format_request(s);
+    return e.run(request, [&](const proto::reply& r) -> std::optional<outcome> {
+      auto* st = std::get_if<proto::status_reply>(&r);
+      if (!st) return std::nullopt;
+      on_reply(*st);
+      e.progress_timer().expires_after(every);
+      e.progress_timer().async_wait([&e, &request](asio::error_code ec) {
+        if (!ec && !e.done()) e.write(request);
+      });
+      return std::nullopt;
+    });
+  }
+
  private:
   connect_options o_;
 };

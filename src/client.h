@@ -65,6 +65,11 @@ class coordinator {
   virtual outcome decide(const proto::decide& d, const wait_options& o) = 0;
   virtual outcome abort(const proto::abort_req& a) = 0;
   virtual outcome status(const proto::status_req& s) = 0;
+  /// status --watch: STATUS now and then every `every`, on one connection,
+  /// each reply to on_reply. Ends on SIGINT/SIGTERM (exit interrupted_*), or
+  /// with exit unreachable when the host is lost.
+  virtual outcome watch(const proto::status_req& s, duration every,
+                        std::function<void(const proto::status_reply&)> on_reply) = 0;
 };
 
 /// The TCP backend: talks docs/protocol.md to `tfbarrier serve`.

@@ -34,6 +34,9 @@ struct serve_options {
   bool insecure = false;
   bool no_munge = false;
   bool self_started = false;
+  std::optional<std::string> metrics;             ///< --metrics HOST:PORT: serve GET /metrics there
+  std::optional<std::string> metrics_token_file;  ///< required beyond loopback: Authorization: Bearer
+  std::optional<std::string> metrics_textfile;    ///< write the metrics to this file every few seconds
 };
 
 struct secret_options {
@@ -71,6 +74,7 @@ struct status_options {
   std::string name;
   bool json = false;
   bool all_scopes = false;
+  std::optional<duration> watch;  ///< --watch [INTERVAL]: redraw every INTERVAL until interrupted
 };
 
 struct config_options {

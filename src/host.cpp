@@ -34,6 +34,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "address.h"
 #include "auth.h"
@@ -43,6 +44,8 @@
 #include "munge_auth.h"
 #include "exit_codes.h"
 #include "journal.h"
+#include "metrics.h"
+#include "private_files.h"
 #include "text.h"
 #include "version.h"
 
@@ -159,6 +162,50 @@ class munge_pool {
 
 class server;
 
+// ---- Metrics (issue 21 item 4; docs/monitoring.md) ----
+// GET /metrics on --metrics HOST:PORT, and --metrics-textfile, from this
+// io_context. What a request means and the text are metrics.h's (pure); here
+// are the sockets: at most max_http connections at once, each closed after
+// one answer or after http_deadline, whatever it sends (or does not).
+class metrics_endpoint {
+ public:
+  metrics_endpoint(asio::io_context& io, const host_options& o) : io_(io), opts_(o), acceptor_(io), textfile_timer_(io) {}
+  metrics::counters counters;
+  std::function<std::string()> text;  ///< the exposition, made at the moment it is asked for
+
+  bool open(std::string& error, std::function<void(std::string_view)> log);
+  void start();
+  void stop();
+  const std::string& address() const { return address_; }
+
+ private:
+  static constexpr std::size_t max_http = 32;
+  static constexpr auto http_deadline = std::chrono::seconds(5);
+  static constexpr auto textfile_every = std::chrono::seconds(5);
+  struct http_conn {
+    explicit http_conn(asio::io_context& io) : socket(io), timer(io) {}
+    tcp::socket socket;
+    asio::steady_timer timer;
+  };
+  awaitable<void> accept_loop();
+  awaitable<void> answer(std::shared_ptr<http_conn> c);
+  awaitable<void> textfile_loop();
+  void write_textfile();
+
+  asio::io_context& io_;
+  const host_options& opts_;
+  tcp::acceptor acceptor_;
+  asio::steady_timer textfile_timer_;
+  std::string address_;
+  std::unordered_set<std::shared_ptr<http_conn>> conns_;
+  std::optional<files::fd> textfile_dir_;
+  std::string textfile_dir_path_, textfile_name_;
+  std::function<void(std::string_view)> log_;
+  bool stopped_ = false;
+  bool textfile_failing_ = false;
+};
+// ---- end of metrics ----
+
 class session : public std::enable_shared_from_this<session> {
  public:
   session(server& srv, tcp::socket s, conn_id id, std::string peer_addr, std::string remote)
@@ -216,7 +263,7 @@ class session : public std::enable_shared_from_this<session> {
 class server {
  public:
   server(asio::io_context& io, const host_options& o)
-      : io_(io), opts_(o), acceptor_(io), signals_(io, SIGINT, SIGTERM), prune_timer_(io), idle_timer_(io), shutdown_timer_(io),
+      : io_(io), opts_(o), metrics_(io, opts_), acceptor_(io), signals_(io, SIGINT, SIGTERM), prune_timer_(io), idle_timer_(io), shutdown_timer_(io),
         start_(std::chrono::steady_clock::now()) {
     conn_config_.secret = o.secret;
     conn_config_.munge = o.munge;
@@ -225,10 +272,17 @@ class server {
     // Nothing active within a participant's default --connect-timeout is
     // forgotten to make room: one reconnecting would meet a fresh round 1.
     state_.limit(o.max_barriers, std::chrono::milliseconds(std::chrono::seconds(60)).count());
+    metrics_.text = [this] {  // metrics (issue 21)
+      return metrics::format(metrics_.counters, metrics::gauges{state_.waiting(), sessions_.size(), state_.barrier_count()},
+                             tfb::version);
+    };
   }
 
   bool listen(std::string& error);
   bool open_journal(std::string& error);
+  bool open_metrics(std::string& error) {  // issue 21
+    return metrics_.open(error, [this](std::string_view t) { log(t); });
+  }
   void run_loops();
 
   millis now() const {
@@ -271,6 +325,7 @@ class server {
   }
   /// Sends the replies of one step (and logs its events); the host was active.
   void send_all(output& out) {
+    count_ended(out);  // metrics (issue 21)
     for (auto& line : out.log) event(line);
     for (auto& e : out.sends) {
       auto it = sessions_.find(e.to);
@@ -282,7 +337,34 @@ class server {
     out.sends.clear();
     out.log.clear();
     last_active_ = now();
+    if (holding_ == 0) observe_release();
   }
+  // ---- metrics (issue 21) ----
+  metrics_endpoint& metrics() { return metrics_; }
+  /// An input was read now: a release it makes is timed from here.
+  void input_read() { step_start_ = std::chrono::steady_clock::now(); }
+  void count_ended(output& out) {
+    for (const auto& e : out.ended) {
+      auto& c = metrics_.counters;
+      if (e.aborted) {
+        ++c.aborted;
+        continue;
+      }
+      ++(e.v == proto::verdict::stop ? c.released_stop : c.released_continue);
+      if (e.spread >= 0) c.spread.observe(static_cast<double>(e.spread) / 1000.0);
+      if (!release_from_) release_from_ = step_start_.value_or(std::chrono::steady_clock::now());
+    }
+    out.ended.clear();
+  }
+  /// The replies of a release are with the kernel: observe its latency.
+  void observe_release() {
+    step_start_.reset();
+    if (!release_from_) return;
+    std::chrono::duration<double> d = std::chrono::steady_clock::now() - *release_from_;
+    metrics_.counters.latency.observe(d.count());
+    release_from_.reset();
+  }
+  // ---- end of metrics ----
   const barrier_set& state() const { return state_; }
   const host_options& opts() const { return opts_; }
   const host_conn_config& conn_config() const { return conn_config_; }
@@ -313,6 +395,7 @@ class server {
       auto held = std::move(s_.held_);
       s_.held_.clear();
       for (auto& sess : held) sess->flush_held();  // may stop a session, whose replies to others then go at once
+      s_.observe_release();  // metrics (issue 21)
     }
 
    private:
@@ -331,6 +414,7 @@ class server {
   awaitable<void> idle_loop();
   void begin_shutdown(std::string_view why);
   void finish() {
+    metrics_.stop();  // metrics (issue 21): the textfile's last values, then close
     shutdown_timer_.cancel();
     prune_timer_.cancel();
     idle_timer_.cancel();
@@ -339,6 +423,8 @@ class server {
 
   asio::io_context& io_;
   host_options opts_;
+  metrics_endpoint metrics_;  // issue 21
+  std::optional<std::chrono::steady_clock::time_point> step_start_, release_from_;
   tcp::acceptor acceptor_;
   asio::signal_set signals_;
   asio::steady_timer prune_timer_, idle_timer_, shutdown_timer_;
@@ -470,6 +556,7 @@ void session::on_readable(asio::error_code ec) {
   }
   last_heard_ = std::chrono::steady_clock::now();
   server::write_batch batch(srv_);  // this input's replies, to everyone, go out at its end
+  srv_.input_read();                // metrics (issue 21): a release is timed from here
   conn_.take(std::string_view(buf, n));
   take_lines();
   // After a reply that closes, stop reading; flush() closes after the last
@@ -541,6 +628,7 @@ void session::munge_finished(const munge_pool::job* j, munge_result r) {
 // Does what host_conn said after a line (or the handshake deadline).
 void session::follow(host_step& s) {
   if (!s.bad_client.empty()) srv_.event(fmt::format("bad client {}: {}", remote_, s.bad_client));
+  if (s.auth_failed) ++srv_.metrics().counters.auth_failures;  // metrics (issue 21)
   if (!s.warning.empty()) srv_.log(s.warning);
   if (s.timer == host_step::deadline::handshake_over) {
     handshake_timer_.cancel();
@@ -582,6 +670,9 @@ void session::dispatch(proto::request& req) {
         } else if constexpr (std::is_same_v<T, proto::status_req>) {
           out.sends.push_back({id_, srv_.state().status(m, now)});
         } else if constexpr (std::is_same_v<T, proto::leave>) {
+          // metrics (issue 21): a LEAVE that says the participant timed out
+          // (why=timeout, the history branch) is counted here with
+          // srv_.metrics().counters.count_timeout().
           in.emplace(input::leave{id_, departure::left, now});
           srv_.submit(*in, out);
         } else if constexpr (std::is_same_v<T, proto::ping>) {
@@ -713,6 +804,7 @@ bool server::listen(std::string& error) {
 }
 
 void server::run_loops() {
+  metrics_.start();  // issue 21
   asio::co_spawn(io_, accept_loop(), asio::detached);
   asio::co_spawn(io_, prune_loop(), asio::detached);
   if (opts_.idle_exit) asio::co_spawn(io_, idle_loop(), asio::detached);
@@ -844,6 +936,150 @@ void server::begin_shutdown(std::string_view why) {
   if (sessions_.empty()) finish();
 }
 
+// ---- Metrics (issue 21 item 4) ----
+bool metrics_endpoint::open(std::string& error, std::function<void(std::string_view)> log) {
+  log_ = std::move(log);
+  if (opts_.metrics_textfile) {
+    const std::string& path = *opts_.metrics_textfile;
+    auto slash = path.rfind('/');
+    textfile_dir_path_ = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    textfile_name_ = slash == std::string::npos ? path : path.substr(slash + 1);
+    std::string why;
+    if (textfile_name_.empty() || !(textfile_dir_ = files::open_dir(textfile_dir_path_, false, false, why))) {
+      error = fmt::format("cannot write the metrics textfile {}: {}", path,
+                          why.empty() ? "it names a directory, not a file" : why);
+      return false;
+    }
+  }
+  if (!opts_.metrics_listen) return true;
+  std::string why;
+  auto at = parse_address(*opts_.metrics_listen, address_use::listen, why);
+  if (!at) {
+    error = fmt::format("cannot serve metrics on '{}': expected HOST:PORT or [IPv6]:PORT", *opts_.metrics_listen);
+    return false;
+  }
+  asio::error_code ec;
+  tcp::endpoint ep(tcp::v4(), at->port);
+  if (!at->host.empty()) {
+    tcp::resolver resolver(io_);
+    auto results = resolver.resolve(at->host, std::to_string(at->port),
+                                    tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+    if (ec || results.empty()) {
+      error = fmt::format("cannot serve metrics on {}: cannot resolve '{}': {}", *opts_.metrics_listen, at->host,
+                          ec.message());
+      return false;
+    }
+    ep = results.begin()->endpoint();
+  }
+  acceptor_.open(ep.protocol(), ec);
+  if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(ep, ec);
+  if (!ec) acceptor_.listen(64, ec);
+  if (ec) {
+    error = fmt::format("cannot serve metrics on {}: {}{}", *opts_.metrics_listen, ec.message(),
+                        ec == asio::error::address_in_use ? "; pick another port for --metrics" : "");
+    return false;
+  }
+  auto local = acceptor_.local_endpoint(ec);
+  std::string a = local.address().to_string();
+  address_ = fmt::format("{}:{}", local.address().is_v6() ? "[" + a + "]" : a, local.port());
+  return true;
+}
+
+void metrics_endpoint::start() {
+  if (acceptor_.is_open()) {
+    log_(fmt::format("metrics on http://{}/metrics{}", address_, opts_.metrics_token ? " (bearer token required)" : ""));
+    asio::co_spawn(io_, accept_loop(), asio::detached);
+  }
+  if (textfile_dir_) asio::co_spawn(io_, textfile_loop(), asio::detached);
+}
+
+void metrics_endpoint::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  asio::error_code ec;
+  acceptor_.close(ec);
+  textfile_timer_.cancel();
+  for (const auto& c : conns_) {
+    c->socket.close(ec);
+    c->timer.cancel();
+  }
+  if (textfile_dir_) write_textfile();  // the last values, for a per-job host that ends
+}
+
+awaitable<void> metrics_endpoint::accept_loop() {
+  while (!stopped_) {
+    asio::error_code ec;
+    tcp::socket s = co_await acceptor_.async_accept(asio::redirect_error(use_awaitable, ec));
+    if (stopped_ || ec == asio::error::operation_aborted) break;
+    if (ec) {  // out of descriptors, say: the barriers matter more; try again a little later
+      asio::steady_timer t(io_, 100ms);
+      co_await t.async_wait(asio::redirect_error(use_awaitable, ec));
+      continue;
+    }
+    if (conns_.size() >= max_http) {
+      std::string busy = metrics::response(503, "too many metrics requests at once\n");
+      s.non_blocking(true, ec);
+      s.write_some(asio::buffer(busy), ec);  // what the kernel takes now; no waiting for it
+      s.close(ec);
+      continue;
+    }
+    auto c = std::make_shared<http_conn>(io_);
+    c->socket = std::move(s);
+    conns_.insert(c);
+    asio::co_spawn(io_, answer(c), asio::detached);
+  }
+}
+
+// One request, one answer, then close; the whole exchange within http_deadline.
+awaitable<void> metrics_endpoint::answer(std::shared_ptr<http_conn> c) {
+  c->timer.expires_after(http_deadline);
+  c->timer.async_wait([c](asio::error_code ec) {
+    if (ec) return;
+    asio::error_code ignored;
+    c->socket.close(ignored);  // a slow client's read or write fails now
+  });
+  std::string received, reply;
+  char buf[2048];
+  asio::error_code ec;
+  for (;;) {
+    std::size_t n = co_await c->socket.async_read_some(asio::buffer(buf), asio::redirect_error(use_awaitable, ec));
+    if (ec) break;
+    received.append(buf, n);
+    auto p = metrics::parse_request(received);
+    if (p.st == metrics::http_parse::state::incomplete) continue;
+    reply = p.st == metrics::http_parse::state::complete ? metrics::respond(p.req, opts_.metrics_token, text)
+                                                         : metrics::refusal(p.st);
+    break;
+  }
+  if (!reply.empty() && c->socket.is_open()) {
+    co_await asio::async_write(c->socket, asio::buffer(reply), asio::redirect_error(use_awaitable, ec));
+    c->socket.shutdown(tcp::socket::shutdown_send, ec);
+  }
+  c->timer.cancel();
+  c->socket.close(ec);
+  conns_.erase(c);
+}
+
+awaitable<void> metrics_endpoint::textfile_loop() {
+  while (!stopped_) {
+    write_textfile();
+    asio::error_code ec;
+    textfile_timer_.expires_after(textfile_every);
+    co_await textfile_timer_.async_wait(asio::redirect_error(use_awaitable, ec));
+    if (ec) break;
+  }
+}
+
+void metrics_endpoint::write_textfile() {
+  std::string error;
+  bool ok = files::replace_in(textfile_dir_->get(), textfile_name_, text(), textfile_dir_path_, error, 0644);
+  if (!ok && !textfile_failing_)  // once per streak of failures, not every 5 s
+    log_(fmt::format("warning: cannot write the metrics textfile {}: {}", *opts_.metrics_textfile, error));
+  textfile_failing_ = !ok;
+}
+// ---- end of metrics ----
+
 void raise_fd_limit() {
   struct rlimit rl{};
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
@@ -860,11 +1096,13 @@ int run_host(const host_options& o, std::string& error) {
   server srv(io, o);
   if (!srv.open_journal(error)) return 2;
   if (!srv.listen(error)) return error.empty() ? 0 : 69;
+  if (!srv.open_metrics(error)) return 69;  // metrics (issue 21)
   if (o.on_bound)
     if (int rc = o.on_bound(error); rc != 0) return rc;
   srv.log(fmt::format("tfbarrier {} listening on {} (protocol {}, authentication: {})", tfb::version, srv.address(),
                       protocol_version, o.secret ? "shared secret" : o.munge ? "MUNGE, uid " + std::to_string(::getuid()) : "none"));
   if (o.on_listening) o.on_listening(srv.address());
+  if (o.on_metrics_listening && o.metrics_listen) o.on_metrics_listening(srv.metrics().address());
   srv.run_loops();
   io.run();
   srv.log("stopped");

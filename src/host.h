@@ -24,6 +24,9 @@ struct host_options {
   std::optional<std::string> secret;  ///< shared secret: every client must authenticate (docs/security.md)
   bool munge = false;                 ///< MUNGE: every client must be this host's uid (docs/security.md)
   bool self_started = false;          ///< started by a participant: losing the race for the port is fine
+  std::optional<std::string> metrics_listen;    ///< serve GET /metrics on HOST:PORT (docs/monitoring.md)
+  std::optional<std::string> metrics_token;     ///< required as "Authorization: Bearer TOKEN" when set
+  std::optional<std::string> metrics_textfile;  ///< write the metrics there every few seconds, atomically
   std::FILE* log = stderr;
   /// Called once the address is bound, before anything is accepted or reported:
   /// what must not happen for a host that never listens (writing a new secret
@@ -31,6 +34,8 @@ struct host_options {
   std::function<int(std::string& error)> on_bound;
   /// Called once listening, with the real address ("127.0.0.1:40123").
   std::function<void(const std::string& addr)> on_listening;
+  /// Called once the metrics endpoint listens, with its real address.
+  std::function<void(const std::string& addr)> on_metrics_listening;
 };
 
 /// Runs the host until SIGINT/SIGTERM (or idle exit). Returns an exit code;

@@ -206,6 +206,7 @@ host_step host_conn::reply(const proto::reply& r, bool close) {
 host_step host_conn::refuse_auth(std::string text) {
   host_step s = reply(proto::error_reply{proto::error_kind::auth, text}, true);
   s.bad_client = "authentication failed: " + text;
+  s.auth_failed = true;
   return s;
 }
 

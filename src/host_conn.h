@@ -93,6 +93,7 @@ struct host_step {
   std::optional<munge_call> munge;
   std::string bad_client;                 ///< an event to log: "bad client ADDRESS: <bad_client>"
   std::string warning;                    ///< a line to log even when quiet ("warning: ...")
+  bool auth_failed = false;               ///< the handshake was refused (counted in the metrics)
 };
 
 /// What the keep-alive rule says at a check of a connection whose client promised PINGs.

@@ -171,9 +171,9 @@ std::optional<fd> open_in(int dir, std::string_view name, int flags, mode_t mode
 }
 
 bool replace_in(int dir, std::string_view name, std::string_view bytes, const std::string& shown_dir,
-                std::string& error) {
+                std::string& error, mode_t mode) {
   std::string tmp = fmt::format(".{}.{}.tmp", name, random_suffix());
-  auto f = open_in(dir, tmp, O_WRONLY | O_CREAT | O_EXCL, 0600, shown_dir, error);
+  auto f = open_in(dir, tmp, O_WRONLY | O_CREAT | O_EXCL, mode, shown_dir, error);
   if (!f) return false;
   std::string target(name);
   if (!write_all(f->get(), bytes) || ::fsync(f->get()) != 0 || ::renameat(dir, tmp.c_str(), dir, target.c_str()) != 0) {

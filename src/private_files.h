@@ -58,9 +58,10 @@ std::optional<fd> open_in(int dir, std::string_view name, int flags, mode_t mode
 /// Replaces name in dir with bytes, atomically: a new file of a random name
 /// (O_EXCL, so no planted file is reused, and a left-over one from a crash
 /// blocks nothing), written, fsync-ed, renamed over name, then the directory
-/// fsync-ed. Mode 0600.
+/// fsync-ed. Mode 0600 unless given (the metrics textfile, which another
+/// user's node_exporter reads, is 0644).
 bool replace_in(int dir, std::string_view name, std::string_view bytes, const std::string& shown_dir,
-                std::string& error);
+                std::string& error, mode_t mode = 0600);
 
 /// The user's home directory: $HOME when set, else the password database's
 /// (getpwuid). Never /tmp. nullopt + error when neither is known.

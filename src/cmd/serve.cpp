@@ -224,6 +224,46 @@ int serve_detached(const serve_options& o, host_options& h) {
   return report_daemon(fds[0], pid, log);
 }
 
+/// --metrics, --metrics-token-file, --metrics-textfile (issue 21;
+/// docs/monitoring.md). Beyond loopback the endpoint needs a token: Prometheus
+/// can do neither MUNGE nor the HMAC handshake.
+int metrics_settings(const serve_options& o, host_options& h) {
+  h.metrics_textfile = o.metrics_textfile;
+  if (o.metrics_token_file && !o.metrics) {
+    print_error("--metrics-token-file guards the endpoint of --metrics HOST:PORT; give --metrics as well");
+    return exit_code::usage;
+  }
+  if (!o.metrics) return exit_code::ok;
+  std::string why;
+  auto at = parse_address(*o.metrics, address_use::listen, why);
+  if (!at) {
+    print_error(fmt::format("--metrics {} is not an address to listen on: use HOST:PORT or [IPv6]:PORT, e.g. "
+                            "127.0.0.1:9727 (port 0 picks a free one)",
+                            quote_text(*o.metrics)));
+    return exit_code::usage;
+  }
+  h.metrics_listen = o.metrics;
+  if (o.metrics_token_file) {
+    std::string error;
+    h.metrics_token = auth::load_secret(*o.metrics_token_file, error);
+    if (!h.metrics_token || h.metrics_token->empty()) {
+      print_error(fmt::format("--metrics-token-file: {}", h.metrics_token ? fmt::format("the file {} is empty; "
+                              "write a token with `tfbarrier secret --file {}`", *o.metrics_token_file,
+                              *o.metrics_token_file) : error));
+      return exit_code::usage;
+    }
+    return exit_code::ok;
+  }
+  if (!listens_on_loopback(*at)) {
+    print_error(fmt::format("--metrics {} listens beyond loopback, where anyone could read the metrics: give "
+                            "--metrics-token-file FILE (make one with `tfbarrier secret --file FILE`; Prometheus "
+                            "sends it with authorization: credentials_file), or listen on 127.0.0.1",
+                            *o.metrics));
+    return exit_code::usage;
+  }
+  return exit_code::ok;
+}
+
 }  // namespace
 
 int run_serve(const serve_options& o) {
@@ -238,6 +278,7 @@ int run_serve(const serve_options& o) {
   h.max_per_address = o.max_per_address;
   h.max_barriers = o.max_barriers;
   if (int rc = authentication(o, h); rc != exit_code::ok) return rc;
+  if (int rc = metrics_settings(o, h); rc != exit_code::ok) return rc;
   return o.daemon ? serve_detached(o, h) : serve_here(o, h);
 }
 

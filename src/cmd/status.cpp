@@ -1,5 +1,10 @@
 // tfbarrier status: what the host holds, as a table or JSON.
+#include <sys/ioctl.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -7,6 +12,7 @@
 #include "cmd/common.h"
 #include "exit_codes.h"
 #include "text.h"
+#include "watch_view.h"
 
 namespace tfb {
 using namespace cmd;
@@ -54,9 +60,71 @@ nlohmann::json status_json(const proto::status_reply& st) {
 }
 
 
+// The terminal's width (and height), or 80x0 when stdout is not one.
+std::pair<std::size_t, std::size_t> terminal_size(bool tty) {
+  struct winsize ws{};
+  if (tty && ::ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return {ws.ws_col, ws.ws_row};
+  return {80, 0};
+}
+
+// status --watch: one connection, a STATUS every interval. On a terminal the
+// view is redrawn in place in the alternate screen, which is left (and the
+// cursor shown) before anything else is printed; elsewhere each refresh is a
+// block of plain lines. SIGINT and SIGTERM end it with 0; a lost host with 69.
+int run_watch(const status_options& o, const proto::status_req& req, const std::string& where,
+              coordinator& c) {
+  bool tty = isatty(1) != 0;
+  bool utf8 = watch::utf8_locale(std::getenv("LC_ALL"), std::getenv("LC_CTYPE"), std::getenv("LANG"));
+  bool on_screen = false;
+  auto leave_screen = [&] {
+    if (!on_screen) return;
+    on_screen = false;
+    std::fputs("\033[?25h\033[?1049l", stdout);
+    std::fflush(stdout);
+  };
+  outcome out = c.watch(req, *o.watch, [&](const proto::status_reply& st) {
+    auto [width, rows] = terminal_size(tty);
+    char clock[16] = "";
+    std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());  // not time(): no new libc import
+    std::tm tm{};
+    if (localtime_r(&t, &tm)) std::strftime(clock, sizeof clock, "%H:%M:%S", &tm);
+    std::string title = fmt::format("{} {}, every {}{}", clock, where, format_duration(*o.watch),
+                                    tty ? " (Ctrl-C ends)" : "");
+    auto lines = watch::render(st, title, tty ? width - 1 : width, utf8 && tty);
+    if (!tty) {
+      for (const auto& l : lines) tfb::print(stdout, "{}\n", l);
+      tfb::print(stdout, "\n");
+      std::fflush(stdout);
+      return;
+    }
+    if (!on_screen) {
+      std::fputs("\033[?1049h\033[?25l", stdout);
+      on_screen = true;
+    }
+    if (rows > 1 && lines.size() > rows - 1) {
+      std::size_t hidden = (lines.size() - (rows - 2)) / 2;
+      lines.resize(rows - 2);
+      lines.push_back(fmt::format("... and {} more barrier{} (use --name)", hidden, hidden == 1 ? "" : "s"));
+    }
+    std::string frame = "\033[H";
+    for (const auto& l : lines) frame += l + "\033[K\r\n";
+    frame += "\033[J";
+    std::fputs(frame.c_str(), stdout);
+    std::fflush(stdout);
+  });
+  leave_screen();
+  if (out.exit_code == exit_code::interrupted_int || out.exit_code == exit_code::interrupted_term)
+    return exit_code::ok;
+  return finish(out, o.common.quiet);
+}
+
 }  // namespace
 
 int run_status(const status_options& o) {
+  if (o.watch && o.json) {
+    print_error("--watch draws a live view and --json prints one answer for scripts: give one of them");
+    return exit_code::usage;
+  }
   auto s = resolve(o.common, std::nullopt, std::nullopt, false);
   if (!s) return exit_code::usage;
   s->may_start_host = false;  // a question: it never starts the host it asks about
@@ -67,6 +135,12 @@ int run_status(const status_options& o) {
   auto conn = connection(*s, common);
   if (!client_secret(o.common, conn)) return exit_code::auth;
   auto c = make_tcp_coordinator(std::move(conn));
+  if (o.watch) {
+    req.detail = false;
+    std::string where = o.all_scopes ? fmt::format("all scopes on {}", s->addr())
+                                     : fmt::format("scope {} on {}", *s->scope.value, s->addr());
+    return run_watch(o, req, where, *c);
+  }
   outcome out = c->status(req);
   if (out.exit_code != exit_code::ok || !out.status) return finish(out, o.common.quiet);
   const auto& st = *out.status;

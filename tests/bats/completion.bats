@@ -176,8 +176,8 @@ help_options() {
     fi
     grep -q '\$help' <<<"$branch" || missing+=("$cmd --help")
     for opt in $(help_options "$cmd" | grep -vx -- --help); do
-      # Specs spell it '--opt[...]', '--opt=[...]' or '{-q,--opt}' / '{-m+,--opt=}'.
-      grep -qE -- "$opt=?[[}]" <<<"$branch" || missing+=("$cmd $opt")
+      # Specs spell it '--opt[...]', '--opt=[...]', '--opt=-[...]' (an optional value) or '{-q,--opt}' / '{-m+,--opt=}'.
+      grep -qE -- "$opt(=-?)?[[}]" <<<"$branch" || missing+=("$cmd $opt")
     done
   done
   grep -q "commands+=('help:" "$ZSH_COMPLETION" || missing+=("command help")

@@ -144,6 +144,34 @@ TEST_F(Barrier, ReleasesExactlyWhenTheNthArrives) {
   EXPECT_CONTAINS(all_log(o), "release e#1: 3 participants, verdict continue");
 }
 
+// What the host's metrics count (round_end): each released round once, with
+// its verdict and its first-to-last arrival spread; an abort once.
+TEST_F(Barrier, EndedRoundsForTheMetrics) {
+  EXPECT_TRUE(arrive(1, "e", 2, 0).ended.empty());
+  EXPECT_EQ(bs.waiting(), 1u);
+  tick(250);
+  output o = arrive(2, "e", 2, 1);
+  ASSERT_EQ(o.ended.size(), 1u);
+  EXPECT_FALSE(o.ended[0].aborted);
+  EXPECT_EQ(o.ended[0].v, cont);
+  EXPECT_EQ(o.ended[0].spread, 250);
+  EXPECT_EQ(bs.waiting(), 0u);
+  // With a chief: the spread ends at the last arrival, not at the verdict.
+  chief(3, "c", 2, 0);
+  tick(40);
+  EXPECT_TRUE(arrive(4, "c", 2, 1).ended.empty());  // gathered, waiting for the verdict
+  tick(5000);
+  o = decide(5, "c", stop);
+  ASSERT_EQ(o.ended.size(), 1u);
+  EXPECT_EQ(o.ended[0].v, stop);
+  EXPECT_EQ(o.ended[0].spread, 40);
+  arrive(6, "a", 3, 0);
+  o = abort(7, "a", "oom");
+  ASSERT_EQ(o.ended.size(), 1u);
+  EXPECT_TRUE(o.ended[0].aborted);
+  EXPECT_TRUE(abort(8, "a", "again").ended.empty());  // already aborted: no second count
+}
+
 TEST_F(Barrier, OneParticipantReleasesAtOnce) {
   output o = arrive(1, "solo", 1);
   EXPECT_EQ(trace(o), "1: WAITING name=solo gen=1 arrived=1 n=1\n1: RELEASE name=solo gen=1 verdict=continue\n");
