@@ -34,6 +34,8 @@ struct serve_options {
   bool insecure = false;
   bool no_munge = false;
   bool self_started = false;
+  std::size_t history = 1'000'000;          ///< --history N: arrival records kept (0: none)
+  std::optional<std::string> history_file;  ///< --history-file (default: beside the log)
 };
 
 struct secret_options {
@@ -73,6 +75,15 @@ struct status_options {
   bool all_scopes = false;
 };
 
+struct report_options {
+  common_options common;
+  std::string name;  ///< a glob; "": every barrier
+  std::uint64_t last = 0;
+  std::optional<std::string> file;
+  bool json = false, csv = false, all_scopes = false;
+  std::optional<std::string> svg;
+};
+
 struct config_options {
   common_options common;
   std::optional<std::uint32_t> n, rank;
@@ -86,6 +97,7 @@ int run_abort(const abort_options& o);
 int run_status(const status_options& o);
 int run_config(const config_options& o);
 int run_secret(const secret_options& o);
+int run_report(const report_options& o);
 
 /// Prints "tfbarrier: error: TEXT" on stderr.
 void print_error(const std::string& text);

@@ -24,6 +24,8 @@ struct host_options {
   std::optional<std::string> secret;  ///< shared secret: every client must authenticate (docs/security.md)
   bool munge = false;                 ///< MUNGE: every client must be this host's uid (docs/security.md)
   bool self_started = false;          ///< started by a participant: losing the race for the port is fine
+  std::size_t history = 1'000'000;    ///< arrival records kept (serve --history; 0: none), history.h
+  std::optional<std::string> history_file;  ///< where they are written (serve --history-file); none: memory only
   std::FILE* log = stderr;
   /// Called once the address is bound, before anything is accepted or reported:
   /// what must not happen for a host that never listens (writing a new secret
