@@ -277,14 +277,37 @@ void barrier_set::complete(barrier& b, millis now, output& out) {
     b.gathered.emplace(r.gen, std::move(r));
   } else {
     if (r.v == verdict::none) r.v = verdict::continue_;
-    release(b, r, out);
+    release(b, r, now, out);
   }
   b.open = round{};
   b.open.gen = next;
   b.open.opened = now;
 }
 
-void barrier_set::release(barrier& b, round& r, output& out) {
+// The arrival record of a round that ended (docs/protocol.md, HISTORY).
+void barrier_set::record(const barrier& b, const round& r, round_record::ending e, millis now, output& out) {
+  if (!r.started) return;
+  round_record rec;
+  rec.scope = b.scope;
+  rec.name = b.name;
+  rec.gen = r.gen;
+  rec.n = r.n;
+  rec.end = e;
+  rec.v = e == round_record::ending::release ? r.v : verdict::none;
+  rec.first = r.opened;
+  rec.ended = now;
+  rec.withdrawn = r.withdrawn;
+  rec.timeouts = r.timeouts;
+  rec.arrivals.reserve(r.members.size());
+  for (const auto& [c, m] : r.members) rec.arrivals.push_back({m.rank, m.host, m.since});
+  std::sort(rec.arrivals.begin(), rec.arrivals.end(), [](const auto& x, const auto& y) {
+    return x.at != y.at ? x.at < y.at : x.rank.value_or(UINT32_MAX) < y.rank.value_or(UINT32_MAX);
+  });
+  out.rounds.push_back(std::move(rec));
+}
+
+void barrier_set::release(barrier& b, round& r, millis now, output& out) {
+  record(b, r, round_record::ending::release, now, out);
   std::uint32_t delivered = 0;
   std::vector<conn_id> want_count;
   for (auto& [c, m] : r.members) {
@@ -393,7 +416,7 @@ void barrier_set::decide(conn_id c, const proto::decide& d, const peer_info& p, 
     round& r = it->second;
     if (r.v != verdict::none) continue;
     deliver_verdict(b, r, d.v, d.message, by, d.id, c, d.wait, out);
-    release(b, r, out);
+    release(b, r, now, out);
     b.gathered.erase(it);
     return;
   }
@@ -477,8 +500,12 @@ void barrier_set::abort(conn_id c, const proto::abort_req& a, millis now, output
       out.sends.push_back({dc, proto::aborted{b.name, r.gen, std::nullopt, a.reason}});
     }
   };
-  for (auto& [g, r] : b.gathered) notify(r);
+  for (auto& [g, r] : b.gathered) {
+    notify(r);
+    record(b, r, round_record::ending::abort, now, out);
+  }
   notify(b.open);
+  record(b, b.open, round_record::ending::abort, now, out);
   if (!b.aborted) {
     out.ended.push_back(round_end{true, verdict::none, -1});
     b.aborted = true;
@@ -496,7 +523,7 @@ void barrier_set::abort(conn_id c, const proto::abort_req& a, millis now, output
   out.sends.push_back({c, proto::aborted{b.name, b.aborted_gen, notified, b.abort_reason}});
 }
 
-void barrier_set::leave(conn_id c, departure how, millis now, output& out) {
+void barrier_set::leave(conn_id c, departure how, millis now, output& out, bool timed_out) {
   bool explicit_leave = how == departure::left;
   auto it = where_.find(c);
   if (it == where_.end()) {
@@ -526,6 +553,8 @@ void barrier_set::leave(conn_id c, departure how, millis now, output& out) {
                                 proto::to_string(how), r->members.size() - 1,
                                 r->n ? std::to_string(*r->n) : "?"));
   if (r->departed.size() < max_departed) r->departed.push_back(gone{m.rank, m.host, m.pid, how, now, m.id});
+  ++r->withdrawn;
+  if (timed_out) ++r->timeouts;
   if (m.rank) r->by_rank.erase(*m.rank);
   r->by_id.erase(m.id);
   if (r->chief == c) r->chief.reset();

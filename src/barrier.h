@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "history.h"
 #include "protocol.h"
 
 namespace tfb {
@@ -61,6 +62,7 @@ struct output {
   std::vector<std::string> log;        ///< one event per line, for the host's log
   std::vector<journal_entry> journal;  ///< to persist before `sends` go out
   std::vector<round_end> ended;        ///< rounds released or aborted (metrics)
+  std::vector<round_record> rounds;    ///< rounds that ended in this step, for the arrival history (history.h)
 };
 
 using proto::departure;
@@ -78,7 +80,8 @@ class barrier_set {
     leave(c, explicit_leave ? departure::left : departure::disconnected, now, out);
   }
   /// A participant goes: LEAVE (replies LEFT), a closed connection, or silence past the keep-alive.
-  void leave(conn_id c, departure how, millis now, output& out);
+  /// timed_out: the participant said LEAVE why=timeout (counted in its round's record).
+  void leave(conn_id c, departure how, millis now, output& out, bool timed_out = false);
   /// Replays one journal entry (at start-up, before any connection).
   void restore(const journal_entry& e, millis now);
   /// The journal entries that describe the current state (to compact the journal).
@@ -149,6 +152,7 @@ class barrier_set {
     bool gathered = false;
     std::vector<gone> departed;  ///< who left before release and has not come back (bounded)
     std::vector<std::string> decider_ids;
+    std::uint32_t withdrawn = 0, timeouts = 0;  ///< for the round's record (history.h)
   };
   using key = std::pair<std::string, std::string>;  // scope, name
   struct barrier {
@@ -177,7 +181,8 @@ class barrier_set {
   round* find_round(barrier& b, std::uint64_t gen);
   static void first_arrival(round& r, millis now);
   void complete(barrier& b, millis now, output& out);
-  void release(barrier& b, round& r, output& out);
+  void release(barrier& b, round& r, millis now, output& out);
+  static void record(const barrier& b, const round& r, round_record::ending e, millis now, output& out);
   void deliver_verdict(barrier& b, round& r, proto::verdict v, const std::string& message,
                        const std::string& by, const std::string& decider_id, conn_id decider, bool wait,
                        output& out);

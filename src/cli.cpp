@@ -241,7 +241,7 @@ void add_common(CLI::App* sub, common_options& c, common_text& t) {
       ->check(scope_validator());
   sub->add_option("--connect-timeout", t.connect_timeout,
                   std::string("Give up connecting after DUR (default ") +
-                      (sub->get_name() == "status" ? "10s" : "60s") + ", at least 1ms)")
+                      (sub->get_name() == "status" ? "10s" : sub->get_name() == "report" ? "2s" : "60s") + ", at least 1ms)")
       ->envname("TFBARRIER_CONNECT_TIMEOUT")
       ->check(duration_validator(std::chrono::milliseconds(1)));
   sub->add_flag("-q,--quiet", c.quiet, "No progress or notes on stderr; errors still go there");
@@ -293,10 +293,13 @@ struct parsed_values {
   CLI::App* cf = nullptr;
   secret_options secret;
   CLI::App* sec = nullptr;
+  report_options report;  // #21
+  common_text report_text;
+  CLI::App* rp = nullptr;
 };
 
-constexpr std::array<std::string_view, 7> command_names{"serve", "wait",   "decide", "abort",
-                                                         "status", "config", "secret"};
+constexpr std::array<std::string_view, 8> command_names{"serve",  "wait",   "decide", "abort",
+                                                         "status", "report", "config", "secret"};
 
 /// The command word (and options before it) checked before CLI11 parses, for
 /// errors that name what is wrong. Sets selected to the command to build ("":
@@ -412,6 +415,10 @@ void define_serve(CLI::App& app, parsed_values& v) {
                 "Hold at most N barriers; past it, forget the longest idle (default 65536)")
       ->transform(connection_limit_validator());
   s->add_flag("--self-started", serve.self_started, "(internal) started by a participant")->group("");
+  s->add_option("--history", serve.history,
+                "Keep N arrival records for tfbarrier report, oldest rounds dropped first (default 1000000; 0: none)");
+  s->add_option("--history-file", serve.history_file,
+                "Write the arrival records to FILE (default: beside the log, serve-NODE[-JOB].history; -: none)");
   s->add_option("--secret-file", serve.secret_file,
                 "Require clients to know the secret in FILE (default ~/.tfbarrier/secret; made on first use "
                 "when listening beyond loopback)")
@@ -507,6 +514,29 @@ void define_status(CLI::App& app, parsed_values& v) {
                  "  tfbarrier status --watch 500ms                # a live view; Ctrl-C ends it\n");
 }
 
+// ---- tfbarrier report (issue #21): its whole CLI11 definition ----
+void define_report(CLI::App& app, parsed_values& v) {
+  report_options& r = v.report;
+  v.rp = app.add_subcommand("report", "Who is late: arrivals per round, stragglers by rank and node");
+  CLI::App* rp = v.rp;
+  rp->add_option("--name", r.name, "Only barriers whose name matches GLOB (* and ?)");
+  rp->add_option("--last", r.last, "Only the last K rounds")->check(CLI::PositiveNumber);
+  rp->add_option("--file", r.file, "Read HISTORY (serve --history-file), not the host");
+  auto* json = rp->add_flag("--json", r.json, "JSON for scripts: every round's arrivals and the stragglers");
+  auto* csv = rp->add_flag("--csv", r.csv, "CSV, one row per arrival, with a header");
+  auto* svg = rp->add_option("--svg", r.svg, "Write the heatmap as an SVG picture to FILE");
+  json->excludes(csv)->excludes(svg);
+  csv->excludes(svg);
+  rp->add_flag("--all-scopes", r.all_scopes, "Rounds of every scope, not just this job's");
+  add_common(rp, r.common, v.report_text);
+  set_footer(rp, "Examples:\n"
+      "  tfbarrier report                              # tables (and a heatmap on a terminal)\n"
+      "  tfbarrier report --name 'epoch*' --last 20\n"
+      "  tfbarrier report --svg late.svg\n"
+      "  tfbarrier report --file ~/.tfbarrier/serve-node1-123.history --csv > arrivals.csv\n");
+}
+// ---- end of report
+
 void define_config(CLI::App& app, parsed_values& v) {
   config_options& config = v.config;
   common_text& config_text = v.config_text;
@@ -537,6 +567,7 @@ void define_commands(CLI::App& app, std::string_view selected, parsed_values& v)
   if (want("decide")) define_decide(app, v);
   if (want("abort")) define_abort(app, v);
   if (want("status")) define_status(app, v);
+  if (want("report")) define_report(app, v);
   if (want("config")) define_config(app, v);
   if (want("secret")) define_secret(app, v);
 }
@@ -650,6 +681,10 @@ int dispatch(parsed_values& v) {
     set_common(v.status_text, v.status.common);
     set_status_watch(v);
     return run_status(v.status);
+  }
+  if (v.rp && v.rp->parsed()) {
+    set_common(v.report_text, v.report.common);
+    return run_report(v.report);
   }
   if (v.sec && v.sec->parsed()) return run_secret(v.secret);
   if (v.cf && v.cf->parsed()) {

@@ -622,7 +622,7 @@ class waiter {
  private:
   /// STATUS first, for the timeout's message; the host answers a LEAVE at once.
   std::string withdrawal() const {
-    return proto::format_request(proto::status_req{scope_, name_, true}) + proto::format_request(proto::leave{});
+    return proto::format_request(proto::status_req{scope_, name_, true}) + proto::format_request(proto::leave{"timeout"});
   }
 
   void schedule_progress() {
@@ -784,6 +784,32 @@ class tcp_coordinator final : public coordinator {
       });
       return std::nullopt;
     });
+  }
+
+  // HISTORY in pages of about 256 KiB: one connection each, until the host
+  // says there is no next page.
+  outcome history(const proto::history_req& h) override {
+    proto::history_req req = h;
+    std::vector<std::string> lines;
+    for (;;) {
+      engine e(o_);
+      std::optional<std::uint64_t> next;
+      outcome got = e.run(proto::format_request(req), [&](const proto::reply& r) -> std::optional<outcome> {
+        if (auto* p = std::get_if<proto::history_page>(&r)) {
+          lines.insert(lines.end(), p->lines.begin(), p->lines.end());
+          next = p->next;
+          return outcome{};
+        }
+        return std::nullopt;
+      });
+      if (got.exit_code != exit_code::ok) return got;
+      if (!next || *next <= req.from) break;
+      req.from = *next;
+      req.last = 0;  // the rounds from `next` on: the caller keeps the last K again
+    }
+    outcome o;
+    o.history = std::move(lines);
+    return o;
   }
 
  private:

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "duration.h"
 #include "protocol.h"
@@ -20,6 +21,7 @@ struct outcome {
   std::string out;  ///< for stdout (the chief's message), may be empty
   std::string err;  ///< for stderr: what happened and what to do, may be empty
   std::optional<proto::status_reply> status;  ///< STATUS replies
+  std::vector<std::string> history;  ///< HISTORY: the ROUND and ARR lines of every page
 };
 
 /// Progress while waiting.
@@ -70,6 +72,8 @@ class coordinator {
   /// with exit unreachable when the host is lost.
   virtual outcome watch(const proto::status_req& s, duration every,
                         std::function<void(const proto::status_reply&)> on_reply) = 0;
+  /// HISTORY, every page (report, issue #21).
+  virtual outcome history(const proto::history_req& h) = 0;
 };
 
 /// The TCP backend: talks docs/protocol.md to `tfbarrier serve`.

@@ -37,6 +37,8 @@ struct serve_options {
   std::optional<std::string> metrics;             ///< --metrics HOST:PORT: serve GET /metrics there
   std::optional<std::string> metrics_token_file;  ///< required beyond loopback: Authorization: Bearer
   std::optional<std::string> metrics_textfile;    ///< write the metrics to this file every few seconds
+  std::size_t history = 1'000'000;          ///< --history N: arrival records kept (0: none)
+  std::optional<std::string> history_file;  ///< --history-file (default: beside the log)
 };
 
 struct secret_options {
@@ -77,6 +79,15 @@ struct status_options {
   std::optional<duration> watch;  ///< --watch [INTERVAL]: redraw every INTERVAL until interrupted
 };
 
+struct report_options {
+  common_options common;
+  std::string name;  ///< a glob; "": every barrier
+  std::uint64_t last = 0;
+  std::optional<std::string> file;
+  bool json = false, csv = false, all_scopes = false;
+  std::optional<std::string> svg;
+};
+
 struct config_options {
   common_options common;
   std::optional<std::uint32_t> n, rank;
@@ -90,6 +101,7 @@ int run_abort(const abort_options& o);
 int run_status(const status_options& o);
 int run_config(const config_options& o);
 int run_secret(const secret_options& o);
+int run_report(const report_options& o);
 
 /// Prints "tfbarrier: error: TEXT" on stderr.
 void print_error(const std::string& text);

@@ -18,7 +18,7 @@ bool local_door::submit(const door_input& in, output& out, std::string& error) {
         else if constexpr (std::is_same_v<T, input::abort>)
           state_.abort(i.c, i.req, i.now, out);
         else if constexpr (std::is_same_v<T, input::leave>)
-          state_.leave(i.c, i.how, i.now, out);
+          state_.leave(i.c, i.how, i.now, out, i.timed_out);
         else if constexpr (std::is_same_v<T, input::prune>)
           state_.prune(i.now, i.max_idle);
         else

@@ -44,6 +44,7 @@ struct leave {
   conn_id c;
   departure how;
   millis now;
+  bool timed_out = false;  ///< LEAVE why=timeout: the participant gave up at its --timeout
 };
 /// Forget barriers with nobody waiting, idle longer than max_idle.
 struct prune {

@@ -40,6 +40,7 @@
 #include "auth.h"
 #include "barrier.h"
 #include "door.h"
+#include "history_file.h"
 #include "host_conn.h"
 #include "munge_auth.h"
 #include "exit_codes.h"
@@ -309,6 +310,7 @@ class server {
     bool recorded = door_.submit(in, out, error);
     for (auto& line : out.log) event(line);
     out.log.clear();
+    if (!out.rounds.empty()) note_rounds(out);  // history (#21)
     if (!recorded) {
       // Acknowledging now would promise what a crash could take back. Stop
       // as a crash would, before any reply of this step: participants
@@ -365,6 +367,35 @@ class server {
     release_from_.reset();
   }
   // ---- end of metrics ----
+  // ---- arrival history (issue #21): kept in memory, written to the history
+  // file after the step's replies went out (a posted handler runs after the
+  // write_batch that sends them), never before a RELEASE.
+  bool open_history(std::string& error);
+  void note_rounds(output& out) {
+    auto wall = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::system_clock::now().time_since_epoch()).count();
+    millis mono = now();
+    for (const auto& r : out.rounds)
+      if (history_) history_->add(r, wall - (mono - r.first));
+    out.rounds.clear();
+    if (history_ && history_->pending() && !history_flush_posted_) {
+      history_flush_posted_ = true;
+      asio::post(io_, [this] { flush_history(); });
+    }
+  }
+  void flush_history() {
+    history_flush_posted_ = false;
+    std::string error;
+    if (history_ && !history_->flush(error)) log("warning: " + error);
+  }
+  proto::history_page history_page(const proto::history_req& q) const {
+    if (!history_) return {};
+    return history_->page(q, 256 << 10);  // a page: about 256 KiB, and at least one round
+  }
+  /// The hook for a participant that gave up at its --timeout (LEAVE why=timeout).
+  void on_timeout_leave() { ++timeout_leaves_; }
+  // ---- end of the arrival history
+
   const barrier_set& state() const { return state_; }
   const host_options& opts() const { return opts_; }
   const host_conn_config& conn_config() const { return conn_config_; }
@@ -442,6 +473,9 @@ class server {
   std::size_t max_connections_ = 0;
   std::unordered_map<std::string, std::size_t> per_address_;
   std::string address_;
+  std::unique_ptr<hist::store> history_;  // arrival records (#21); null with serve --history 0
+  bool history_flush_posted_ = false;
+  std::uint64_t timeout_leaves_ = 0;  // LEAVE why=timeout seen (on_timeout_leave)
   int holding_ = 0;  // open write_batch scopes
   std::vector<std::shared_ptr<session>> held_;
   munge_pool munge_pool_{io_};
@@ -670,11 +704,15 @@ void session::dispatch(proto::request& req) {
         } else if constexpr (std::is_same_v<T, proto::status_req>) {
           out.sends.push_back({id_, srv_.state().status(m, now)});
         } else if constexpr (std::is_same_v<T, proto::leave>) {
-          // metrics (issue 21): a LEAVE that says the participant timed out
-          // (why=timeout, the history branch) is counted here with
-          // srv_.metrics().counters.count_timeout().
-          in.emplace(input::leave{id_, departure::left, now});
+          bool timed_out = m.why == "timeout";
+          if (timed_out) {
+            srv_.on_timeout_leave();                     // #21: counted per round by the barriers, and here
+            srv_.metrics().counters.count_timeout();  // metrics (issue 21)
+          }
+          in.emplace(input::leave{id_, departure::left, now, timed_out});
           srv_.submit(*in, out);
+        } else if constexpr (std::is_same_v<T, proto::history_req>) {
+          out.sends.push_back({id_, srv_.history_page(m)});  // #21: read-only, like STATUS
         } else if constexpr (std::is_same_v<T, proto::ping>) {
           out.sends.push_back({id_, proto::pong{}});
         }  // HELLO and AUTH: host_conn answered them
@@ -735,6 +773,17 @@ bool server::open_journal(std::string& error) {
   return true;
 }
 
+
+bool server::open_history(std::string& error) {
+  if (opts_.history == 0) return true;
+  history_ = std::make_unique<hist::store>(opts_.history);
+  if (!opts_.history_file) return true;
+  std::string warning;
+  if (!history_->open(*opts_.history_file, warning, error)) return false;
+  if (!warning.empty()) log(warning);
+  log(fmt::format("history {}: {} rounds kept", history_->path(), history_->data().rounds()));
+  return true;
+}
 
 bool server::listen(std::string& error) {
   std::string why;
@@ -1097,6 +1146,7 @@ int run_host(const host_options& o, std::string& error) {
   if (!srv.open_journal(error)) return 2;
   if (!srv.listen(error)) return error.empty() ? 0 : 69;
   if (!srv.open_metrics(error)) return 69;  // metrics (issue 21)
+  if (!srv.open_history(error)) return 2;  // after listen: a host that lost the race for the port leaves it alone
   if (o.on_bound)
     if (int rc = o.on_bound(error); rc != 0) return rc;
   srv.log(fmt::format("tfbarrier {} listening on {} (protocol {}, authentication: {})", tfb::version, srv.address(),
@@ -1105,6 +1155,7 @@ int run_host(const host_options& o, std::string& error) {
   if (o.on_metrics_listening && o.metrics_listen) o.on_metrics_listening(srv.metrics().address());
   srv.run_loops();
   io.run();
+  srv.flush_history();
   srv.log("stopped");
   return 0;
 }

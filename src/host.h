@@ -27,6 +27,8 @@ struct host_options {
   std::optional<std::string> metrics_listen;    ///< serve GET /metrics on HOST:PORT (docs/monitoring.md)
   std::optional<std::string> metrics_token;     ///< required as "Authorization: Bearer TOKEN" when set
   std::optional<std::string> metrics_textfile;  ///< write the metrics there every few seconds, atomically
+  std::size_t history = 1'000'000;    ///< arrival records kept (serve --history; 0: none), history.h
+  std::optional<std::string> history_file;  ///< where they are written (serve --history-file); none: memory only
   std::FILE* log = stderr;
   /// Called once the address is bound, before anything is accepted or reported:
   /// what must not happen for a host that never listens (writing a new secret

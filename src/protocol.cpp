@@ -382,7 +382,26 @@ std::variant<request, request_error> parse_request(std::string_view raw) {
     s.detail = r.flag("detail", false);
     out = s;
   } else if (l->verb == "LEAVE") {
-    out = leave{};
+    // why= is optional, and a value other than timeout is ignored like an unknown key.
+    out = leave{r.optional_str("why") == "timeout" ? "timeout" : ""};
+  } else if (l->verb == "HISTORY") {
+    history_req h;
+    std::string scope = r.optional_str("scope", "*");
+    if (scope != "*" && !valid_name(scope)) r.fail(fmt::format("scope={} is not a valid scope", scope));
+    h.scope = scope;
+    h.name = r.optional_str("name");
+    if (h.name.size() > max_name) r.fail("name= is longer than 128 bytes");
+    if (auto v = r.optional_str("last"); !v.empty()) {
+      auto n = to_uint<std::uint64_t>(v);
+      if (!n) r.fail(fmt::format("last={} is not a number", v));
+      h.last = n.value_or(0);
+    }
+    if (auto v = r.optional_str("from"); !v.empty()) {
+      auto n = to_uint<std::uint64_t>(v);
+      if (!n) r.fail(fmt::format("from={} is not a number", v));
+      h.from = n.value_or(0);
+    }
+    out = h;
   } else if (l->verb == "PING") {
     out = ping{};
   } else if (l->verb == "AUTH") {
@@ -439,6 +458,13 @@ std::string format_request(const request& req) {
           add(l, "detail", m.detail ? "1" : "0");
         } else if constexpr (std::is_same_v<T, leave>) {
           l.verb = "LEAVE";
+          if (!m.why.empty()) add(l, "why", m.why);
+        } else if constexpr (std::is_same_v<T, history_req>) {
+          l.verb = "HISTORY";
+          add(l, "scope", m.scope);
+          add(l, "name", m.name);
+          if (m.last) add(l, "last", std::to_string(m.last));
+          if (m.from) add(l, "from", std::to_string(m.from));
         } else if constexpr (std::is_same_v<T, auth_req>) {
           l.verb = "AUTH";
           if (!m.proof.empty()) add(l, "proof", m.proof);
@@ -527,6 +553,13 @@ std::string format_reply(const reply& rep) {
           if (!m.text.empty()) l.text = m.text;
         } else if constexpr (std::is_same_v<T, pong>) {
           l.verb = "PONG";
+        } else if constexpr (std::is_same_v<T, history_page>) {
+          for (const auto& hl : m.lines) {
+            out += hl;
+            out += '\n';
+          }
+          out += m.next ? fmt::format("HEND next={}\n", *m.next) : std::string("HEND\n");
+          return;
         } else if constexpr (std::is_same_v<T, error_reply>) {
           l.verb = "ERR";
           // The kind is a bare word after the verb: "ERR CONFLICT :text".
@@ -614,7 +647,19 @@ std::optional<reply> reply_reader::feed(std::string_view raw, std::string& error
   auto name = [&] { return r.optional_str("name"); };
   std::optional<reply> out;
   const std::string& verb = l->verb;
-  if (status_) {
+  if (history_ || verb == "ROUND" || verb == "HEND") {
+    // A HISTORY page: its lines are kept as they came, for hist::round_parser.
+    if (!history_) history_ = history_page{};
+    if (verb == "ROUND" || verb == "ARR") {
+      history_->lines.emplace_back(raw);
+    } else if (verb == "HEND") {
+      if (l->get("next")) history_->next = r.u64("next");
+      out = std::move(*history_);
+      history_.reset();
+    } else {
+      r.fail(fmt::format("unexpected '{}' inside a HISTORY reply", verb.substr(0, 32)));
+    }
+  } else if (status_) {
     if (verb == "BARRIER") {
       barrier_info b;
       b.scope = r.optional_str("scope");

@@ -91,13 +91,24 @@ struct status_req {
   std::string name;   ///< "" = all barriers
   bool detail = false;
 };
-struct leave {};
+/// why: "timeout" when the participant gives up at its --timeout (the host
+/// counts those per round); "" otherwise. Other values are kept as "".
+struct leave {
+  std::string why;
+};
+/// HISTORY: the arrival records of finished rounds (history.h), paged.
+struct history_req {
+  std::string scope = "*";  ///< "*": every scope
+  std::string name;         ///< a glob ('*', '?'); "": every name
+  std::uint64_t last = 0;   ///< only the last K matching rounds; 0: all
+  std::uint64_t from = 0;   ///< only rounds with seq >= from (the next page)
+};
 struct ping {};
 struct auth_req {
   std::string proof;  ///< auth=hmac: proof that the client knows the secret (docs/security.md)
   std::string cred;   ///< auth=munge: the client's MUNGE credential
 };
-using request = std::variant<hello, arrive, decide, abort_req, status_req, leave, ping, auth_req>;
+using request = std::variant<hello, arrive, decide, abort_req, status_req, leave, ping, auth_req, history_req>;
 
 /// Error kinds of ERR lines (docs/protocol.md, "Errors").
 enum class error_kind { version, handshake, toolong, badrequest, timeout, conflict, needn, ambiguous, aborted, busy, auth };
@@ -197,8 +208,14 @@ struct barrier_info {
 struct status_reply {
   std::vector<barrier_info> barriers;
 };
+/// One page of a HISTORY reply: ROUND and ARR lines (history.h), then
+/// HEND, with next=SEQ when more rounds follow (ask again with from=SEQ).
+struct history_page {
+  std::vector<std::string> lines;  ///< without newlines
+  std::optional<std::uint64_t> next;
+};
 using reply = std::variant<hello_reply, waiting, release, all_here, aborted, decided, left, shutdown,
-                           error_reply, status_reply, pong>;
+                           error_reply, status_reply, pong, history_page>;
 
 /// Formats a reply as one or more lines (STATUS: several, ending in END).
 std::string format_reply(const reply& r);
@@ -212,6 +229,7 @@ class reply_reader {
 
  private:
   std::optional<status_reply> status_;
+  std::optional<history_page> history_;
 };
 
 /// Compresses sorted ranks into "0-3,7,9-10", at most max_ranges ranges, then "+".

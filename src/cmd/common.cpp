@@ -143,6 +143,15 @@ std::string default_log_file() {
   return fmt::format("{}/{}", dir.value_or("~/.tfbarrier"), files::log_file_name(log_node(), log_job()));
 }
 
+std::string default_history_file() {
+  std::string error;
+  auto dir = files::private_dir_path(error);
+  if (!dir) return "";
+  std::string log = files::log_file_name(log_node(), log_job());
+  return fmt::format("{}/{}.history", *dir, log.substr(0, log.size() - 4));
+}
+
+
 /// Starts a detached host the way gpg starts its agent: fire and forget.
 /// Several participants may do this at once: one binds, the others fail quietly.
 

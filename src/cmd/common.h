@@ -19,6 +19,9 @@ std::optional<settings> resolve(const common_options& c, std::optional<std::uint
                                 std::optional<std::uint32_t> rank, bool counts = true);
 /// $TMPDIR/tfbarrier-serve-UID.log: where a detached host logs by default.
 std::string default_log_file();
+/// PRIVATE_DIR/serve-NODE[-JOB].history: the host's history file by default
+/// (node and job named as the log's); "" when there is no private directory.
+std::string default_history_file();
 /// How to reach the host; may start one here (settings::may_start_host).
 connect_options connection(const settings& s, const common_options& c);
 /// The participant's secret: --secret-file, else the default file if it exists.

@@ -277,6 +277,11 @@ int run_serve(const serve_options& o) {
   h.max_connections = o.max_connections;
   h.max_per_address = o.max_per_address;
   h.max_barriers = o.max_barriers;
+  h.history = o.history;  // #21: arrival records, and their file (default beside the log)
+  if (o.history > 0) {
+    std::string file = o.history_file.value_or(default_history_file());
+    if (!file.empty() && file != "-") h.history_file = file;
+  }
   if (int rc = authentication(o, h); rc != exit_code::ok) return rc;
   if (int rc = metrics_settings(o, h); rc != exit_code::ok) return rc;
   return o.daemon ? serve_detached(o, h) : serve_here(o, h);

@@ -1,0 +1,163 @@
+// tfbarrier report: who is late (issue #21). Reads the rounds from a running
+// host (HISTORY) or from its history file, and prints what report.h makes of
+// them: tables, a heatmap on a terminal, JSON, CSV or an SVG.
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+
+#include "cmd/common.h"
+#include "exit_codes.h"
+#include "history_file.h"
+#include "report.h"
+#include "text.h"
+
+namespace tfb {
+using namespace cmd;
+namespace {
+
+/// The terminal's width: the kernel's, else $COLUMNS, else 80.
+std::size_t terminal_width() {
+  struct winsize ws{};
+  if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  if (const char* c = std::getenv("COLUMNS"); c && std::strtol(c, nullptr, 10) > 0)
+    return static_cast<std::size_t>(std::strtol(c, nullptr, 10));
+  return 80;
+}
+
+/// Whether the locale's characters are UTF-8 (LC_ALL, else LC_CTYPE, else LANG), without setlocale.
+bool utf8_locale() {
+  for (const char* var : {"LC_ALL", "LC_CTYPE", "LANG"}) {
+    const char* v = std::getenv(var);
+    if (!v || !*v) continue;
+    std::string s(v);
+    for (char& ch : s)
+      if (ch >= 'A' && ch <= 'Z') ch = static_cast<char>(ch - 'A' + 'a');
+    return s.find("utf-8") != std::string::npos || s.find("utf8") != std::string::npos;
+  }
+  return false;
+}
+
+bool write_file(const std::string& path, const std::string& text, std::string& error) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    error = errno == ELOOP ? fmt::format("{} is a symbolic link; tfbarrier does not write through one", path)
+                           : fmt::format("cannot write {}: {}", path, std::strerror(errno));
+    return false;
+  }
+  std::size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      error = fmt::format("cannot write {}: {}", path, std::strerror(errno));
+      ::close(fd);
+      return false;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  return true;
+}
+
+/// The rounds from the host: 0, or an exit code (printed). unreachable when there is no host.
+int from_host(const report_options& o, const settings& s, std::vector<hist::round_view>& rounds) {
+  proto::history_req req{o.all_scopes ? "*" : *s.scope.value, o.name, o.last, 0};
+  common_options common = o.common;
+  if (!common.connect_timeout) common.connect_timeout = std::chrono::seconds(2);
+  auto conn = connection(s, common);
+  conn.quiet_reconnect = true;
+  if (!client_secret(o.common, conn)) return exit_code::auth;
+  auto c = make_tcp_coordinator(std::move(conn));
+  outcome out = c->history(req);
+  if (out.exit_code != exit_code::ok) {
+    if (out.exit_code != exit_code::unreachable) finish(out, o.common.quiet);
+    return out.exit_code;
+  }
+  hist::round_parser p;
+  for (const auto& line : out.history) {
+    std::string why;
+    if (!p.feed(line, why)) {
+      print_error(fmt::format("the host at {} sent a bad history line: {}", s.addr(), why));
+      return exit_code::protocol;
+    }
+  }
+  rounds = p.take();
+  return exit_code::ok;
+}
+
+int from_file(const report_options& o, const std::string& scope, const std::string& path,
+              std::vector<hist::round_view>& rounds) {
+  std::string error;
+  std::vector<hist::round_view> all;
+  if (!hist::read_file(path, all, error)) {
+    print_error(error + "; give a history file written by tfbarrier serve (--history-file)");
+    return exit_code::usage;
+  }
+  for (auto& r : all) {
+    if (!o.all_scopes && r.scope != scope) continue;
+    if (!o.name.empty() && !hist::glob_match(o.name, r.name)) continue;
+    rounds.push_back(std::move(r));
+  }
+  return exit_code::ok;
+}
+
+int print_report(const report_options& o, std::vector<hist::round_view>& rounds) {
+  if (o.last && rounds.size() > o.last) rounds.erase(rounds.begin(), rounds.end() - static_cast<std::ptrdiff_t>(o.last));
+  auto a = report::analyze(rounds);
+  if (o.json) {
+    tfb::print(stdout, "{}", report::json(a));
+  } else if (o.csv) {
+    tfb::print(stdout, "{}", report::csv(rounds));
+  } else if (o.svg) {
+    std::string error;
+    if (!write_file(*o.svg, report::svg(rounds), error)) {
+      print_error(error);
+      return exit_code::usage;
+    }
+    tfb::print(stderr, "tfbarrier: wrote {} ({} rounds)\n", *o.svg, rounds.size());
+  } else {
+    if (::isatty(STDOUT_FILENO) && !rounds.empty())
+      tfb::print(stdout, "{}\n", report::heatmap(rounds, terminal_width(), utf8_locale()));
+    tfb::print(stdout, "{}", report::text(a));
+  }
+  return exit_code::ok;
+}
+
+}  // namespace
+
+int run_report(const report_options& o) {
+  if (int(o.json) + int(o.csv) + int(o.svg.has_value()) > 1) {
+    print_error("give one of --json, --csv and --svg FILE");
+    return exit_code::usage;
+  }
+  auto s = resolve(o.common, std::nullopt, std::nullopt, false);
+  if (!s) return exit_code::usage;
+  s->may_start_host = false;  // a question: it never starts a host
+  std::vector<hist::round_view> rounds;
+  if (o.file) {
+    if (int rc = from_file(o, *s->scope.value, *o.file, rounds); rc != exit_code::ok) return rc;
+    return print_report(o, rounds);
+  }
+  int rc = from_host(o, *s, rounds);
+  if (rc == exit_code::unreachable) {
+    // The host is gone (a self-started one exits when idle): its file remains.
+    std::string path = default_history_file();
+    if (path.empty() || ::access(path.c_str(), F_OK) != 0) {
+      print_error(fmt::format("no host answers at {}, and there is no history file at {}; give --addr of a running "
+                              "host or --file HISTORY",
+                              s->addr(), path.empty() ? "(no private directory)" : path));
+      return exit_code::unreachable;
+    }
+    if (!o.common.quiet) tfb::print(stderr, "tfbarrier: no host at {}; reading {}\n", s->addr(), path);
+    rc = from_file(o, *s->scope.value, path, rounds);
+  }
+  if (rc != exit_code::ok) return rc;
+  return print_report(o, rounds);
+}
+
+}  // namespace tfb

@@ -1,0 +1,175 @@
+#pragma once
+// Arrival records (issue #21): for every round that ended, who arrived when,
+// from which node, and how the round ended. Pure: no clock, no files. The
+// barriers (barrier.cpp) hand a finished round over as a round_record (in
+// output::rounds); the host (host.cpp) adds it here with the wall-clock time
+// of its first arrival, and appends the new lines to the history file after
+// the round's replies went out. `tfbarrier report` reads the same lines from
+// the host (HISTORY, docs/protocol.md) or from the file.
+//
+// Memory: one arrival_rec (16 bytes) per arrival, a round_header per round,
+// and the interned node, scope and name strings. At most `capacity`
+// arrivals are kept; the oldest rounds go first.
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "protocol.h"
+
+namespace tfb {
+
+/// One round that ended, as the barriers saw it (times are the caller's
+/// monotonic milliseconds, as barrier_set takes them).
+struct round_record {
+  enum class ending : std::uint8_t { release, abort };
+  std::string scope, name;
+  std::uint64_t gen = 0;
+  std::optional<std::uint32_t> n;
+  ending end = ending::release;
+  proto::verdict v = proto::verdict::none;
+  std::int64_t first = 0;  ///< the round's first arrival (monotonic ms)
+  std::int64_t ended = 0;  ///< when it released or was aborted (monotonic ms)
+  struct arrival {
+    std::optional<std::uint32_t> rank;
+    std::string node;   ///< the participant's HELLO host=
+    std::int64_t at = 0;  ///< monotonic ms
+  };
+  std::vector<arrival> arrivals;
+  std::uint32_t withdrawn = 0;  ///< participants that withdrew before the release (LEAVE, closed, silent)
+  std::uint32_t timeouts = 0;   ///< of those, the ones that said LEAVE why=timeout
+};
+
+namespace hist {
+
+inline constexpr int format_version = 1;
+inline constexpr std::uint32_t no_rank = UINT32_MAX;
+inline constexpr std::size_t default_capacity = 1'000'000;  ///< serve --history default
+inline constexpr std::size_t max_arrivals_per_line = 64;    ///< ARR lines stay far below proto::max_value
+
+/// 16 bytes: the whole cost of one arrival.
+struct arrival_rec {
+  std::uint32_t rank;    ///< no_rank when the participant gave none
+  std::uint32_t node;    ///< index into the node table
+  std::uint32_t offset;  ///< ms after the round's first arrival
+  std::uint32_t round;   ///< the round's seq (low 32 bits)
+};
+static_assert(sizeof(arrival_rec) == 16);
+
+/// A round, decoded: what the report works on.
+struct round_view {
+  std::uint64_t seq = 0;
+  std::string scope, name;
+  std::uint64_t gen = 0;
+  std::optional<std::uint32_t> n;
+  round_record::ending end = round_record::ending::release;
+  proto::verdict v = proto::verdict::none;
+  std::int64_t at_ms = 0;  ///< unix ms of the first arrival
+  std::uint32_t duration_ms = 0;  ///< first arrival to release/abort
+  std::uint32_t withdrawn = 0, timeouts = 0;
+  struct arrival {
+    std::optional<std::uint32_t> rank;
+    std::string node;
+    std::uint32_t offset_ms = 0;
+  };
+  std::vector<arrival> arrivals;  ///< in arrival order
+};
+
+std::string_view to_string(round_record::ending e);
+
+/// Shell-style glob: '*' any run, '?' one byte. No classes.
+bool glob_match(std::string_view pattern, std::string_view s);
+
+/// Which rounds a reader asks for.
+struct query {
+  std::string scope = "*";  ///< "*": every scope
+  std::string name;         ///< glob; "": every name
+  std::uint64_t last = 0;   ///< the last K matching rounds; 0: all
+};
+
+class history {
+ public:
+  explicit history(std::size_t capacity = default_capacity) : capacity_(capacity) {}
+  /// Adds a finished round; wall_first_ms is the unix time of its first
+  /// arrival. Returns the round's seq. Drops the oldest rounds past capacity.
+  std::uint64_t add(const round_record& r, std::int64_t wall_first_ms);
+  /// Adds a round read back (from a file): seq is kept.
+  void add(const round_view& r);
+
+  std::size_t rounds() const { return rounds_.size(); }
+  std::size_t arrivals() const { return arrivals_.size(); }
+  /// Bytes held: records, headers and interned strings (for the docs' figure).
+  std::size_t memory_bytes() const;
+
+  /// The seqs of the rounds that match q, oldest first.
+  std::vector<std::uint64_t> select(const query& q) const;
+  std::optional<round_view> get(std::uint64_t seq) const;
+  /// Visits every round held, oldest first.
+  void each(const std::function<void(const round_view&)>& f) const;
+
+  /// The lines of one page of a HISTORY reply: rounds of `seqs` from index
+  /// `from`, until at least max_bytes were written (always one round);
+  /// `next` is the index to ask for next, or nullopt at the end.
+  std::vector<std::string> page(const std::vector<std::uint64_t>& seqs, std::size_t from, std::size_t max_bytes,
+                                std::optional<std::size_t>& next) const;
+
+ private:
+  struct round_header {
+    std::uint64_t seq;
+    std::uint64_t gen;
+    std::uint64_t first;  ///< absolute index of its first arrival_rec
+    std::int64_t at_ms;
+    std::uint32_t scope, name;  ///< interned
+    std::uint32_t n;            ///< 0: unknown
+    std::uint32_t count, duration_ms, withdrawn, timeouts;
+    round_record::ending end;
+    proto::verdict v;
+  };
+  std::uint32_t intern(std::vector<std::string>& table, std::unordered_map<std::string, std::uint32_t>& index,
+                       const std::string& s);
+  round_view view(const round_header& h) const;
+  void trim();
+
+  std::size_t capacity_;
+  std::deque<round_header> rounds_;
+  std::deque<arrival_rec> arrivals_;
+  std::uint64_t dropped_ = 0;  ///< arrival records dropped from the front (absolute index base)
+  std::uint64_t next_seq_ = 1;
+  std::vector<std::string> nodes_, names_;
+  std::unordered_map<std::string, std::uint32_t> node_index_, name_index_;
+};
+
+// ---- the line format (the history file and the HISTORY reply share it) ----
+//   TFBHISTORY v=1                                   (file only: its first line)
+//   ROUND seq=7 scope=S name=N gen=3 n=8 end=release verdict=continue at=UNIXMS ms=DUR withdrawn=0 timeouts=0 count=8
+//   ARR a=RANK@NODE+OFFSET,...                       (count arrivals in all; rank '-' when none)
+/// The lines of one round (each ends with '\n').
+std::string format_round(const round_view& r);
+
+/// Reads rounds back from lines, with checks: every error names its line.
+class round_parser {
+ public:
+  /// Feeds one line (without newline). False, with error, when it is bad.
+  bool feed(std::string_view line, std::string& error);
+  /// True when no round is half read.
+  bool complete() const { return !pending_; }
+  /// Rounds completed so far (taken).
+  std::vector<round_view> take() { return std::exchange(done_, {}); }
+
+ private:
+  std::optional<round_view> pending_;
+  std::uint32_t expected_ = 0;
+  std::vector<round_view> done_;
+};
+
+/// Parses a whole history file's text. On error: false, with "LINE: why" in error.
+bool parse_file(std::string_view text, std::vector<round_view>& out, std::string& error);
+/// The header line of a history file.
+std::string file_header();
+
+}  // namespace hist
+}  // namespace tfb

@@ -1,0 +1,164 @@
+#include "history_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fmt/format.h>
+
+namespace tfb::hist {
+
+std::string default_file_name(std::string_view node, std::string_view job) {
+  std::string log = files::log_file_name(node, job);  // serve-NODE[-JOB].log
+  return log.substr(0, log.size() - 4) + ".history";
+}
+
+std::optional<std::string> default_file_path(std::string_view node, std::string_view job, std::string& error) {
+  auto dir = files::private_dir_path(error);
+  if (!dir) return std::nullopt;
+  return *dir + "/" + default_file_name(node, job);
+}
+
+namespace {
+void split(const std::string& path, std::string& dir, std::string& name) {
+  auto slash = path.rfind('/');
+  if (slash == std::string::npos) {
+    dir = ".";
+    name = path;
+  } else {
+    dir = slash == 0 ? "/" : path.substr(0, slash);
+    name = path.substr(slash + 1);
+  }
+}
+
+bool slurp(int fd, std::string& text, std::string& why) {
+  char chunk[1 << 16];
+  for (ssize_t n; (n = ::read(fd, chunk, sizeof chunk)) != 0;) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      why = std::strerror(errno);
+      return false;
+    }
+    text.append(chunk, static_cast<std::size_t>(n));
+  }
+  return true;
+}
+}  // namespace
+
+bool read_file(const std::string& path, std::vector<round_view>& out, std::string& error) {
+  std::string dir, name;
+  split(path, dir, name);
+  // Another user's directory may hold it (a shared job directory), but not a
+  // symlink, and the file must be the reader's own: its lines become a report.
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) {
+    error = fmt::format("cannot open the history file {}: {}", path, std::strerror(errno));
+    return false;
+  }
+  files::fd d(dfd);
+  int probe = ::openat(d.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (probe < 0) {
+    error = errno == ELOOP ? fmt::format("the history file {} is a symbolic link; tfbarrier does not follow one", path)
+                           : fmt::format("cannot open the history file {}: {}", path, std::strerror(errno));
+    return false;
+  }
+  ::close(probe);
+  auto f = files::open_in(d.get(), name, O_RDONLY, 0600, dir, error);
+  if (!f) return false;
+  std::string text, why;
+  if (!slurp(f->get(), text, why)) {
+    error = fmt::format("cannot read the history file {}: {}", path, why);
+    return false;
+  }
+  if (!parse_file(text, out, why)) {
+    error = fmt::format("{}:{}", path, why);
+    return false;
+  }
+  return true;
+}
+
+bool store::open(const std::string& path, std::string& warning, std::string& error) {
+  path_ = path;
+  split(path, dir_, name_);
+  auto d = files::open_dir(dir_, true, false, error);
+  if (!d) {
+    error = fmt::format("cannot use the history file's directory: {}", error);
+    return false;
+  }
+  dir_fd_ = std::move(*d);
+  int probe = ::openat(dir_fd_.get(), name_.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (probe >= 0 || errno != ENOENT) {
+    if (probe >= 0) ::close(probe);
+    std::vector<round_view> rounds;
+    std::string why;
+    if (read_file(path_, rounds, why)) {
+      for (const auto& r : rounds) data_.add(r);
+    } else {
+      // Not lost: set aside for a person to look at, and a new history begins.
+      std::string bad = name_ + ".bad";
+      if (::renameat(dir_fd_.get(), name_.c_str(), dir_fd_.get(), bad.c_str()) != 0) {
+        error = fmt::format("{}; and it cannot be moved aside: {}", why, std::strerror(errno));
+        return false;
+      }
+      warning = fmt::format("warning: {}; moved it to {}.bad and started a new history", why, path_);
+    }
+  }
+  return rewrite(error);
+}
+
+bool store::rewrite(std::string& error) {
+  std::string text = file_header();
+  data_.each([&](const round_view& r) { text += format_round(r); });
+  if (!files::replace_in(dir_fd_.get(), name_, text, dir_, error)) return false;
+  auto f = files::open_in(dir_fd_.get(), name_, O_WRONLY | O_APPEND, 0600, dir_, error);
+  if (!f) return false;
+  file_ = std::move(*f);
+  written_arrivals_ = data_.arrivals();
+  pending_.clear();
+  pending_arrivals_ = 0;
+  return true;
+}
+
+void store::add(const round_record& r, std::int64_t wall_first_ms) {
+  std::uint64_t seq = data_.add(r, wall_first_ms);
+  if (auto v = data_.get(seq)) {
+    pending_ += format_round(*v);
+    pending_arrivals_ += v->arrivals.size();
+  }
+}
+
+bool store::flush(std::string& error) {
+  if (pending_.empty() || !file_) return true;
+  // Bounded: past twice the capacity, the file is rewritten with what memory keeps.
+  if (written_arrivals_ + pending_arrivals_ > 2 * capacity_ + 1) return rewrite(error);
+  std::size_t done = 0;
+  while (done < pending_.size()) {
+    ssize_t n = ::write(file_.get(), pending_.data() + done, pending_.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      error = fmt::format("cannot append to the history file {}: {}", path_, std::strerror(errno));
+      pending_.clear();  // dropped, not retried forever; the memory's copy stays for HISTORY
+      pending_arrivals_ = 0;
+      return false;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  written_arrivals_ += pending_arrivals_;
+  pending_.clear();
+  pending_arrivals_ = 0;
+  return true;
+}
+
+proto::history_page store::page(const proto::history_req& q, std::size_t max_bytes) const {
+  query sel{q.scope, q.name, q.last};
+  auto seqs = data_.select(sel);
+  std::erase_if(seqs, [&](std::uint64_t s) { return s < q.from; });
+  std::optional<std::size_t> next;
+  proto::history_page p;
+  p.lines = data_.page(seqs, 0, max_bytes, next);
+  if (next) p.next = seqs[*next];
+  return p;
+}
+
+}  // namespace tfb::hist

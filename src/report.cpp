@@ -1,0 +1,371 @@
+#include "report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+namespace tfb::report {
+
+namespace {
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  std::size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+std::string rank_text(const std::optional<std::uint32_t>& r) { return r ? std::to_string(*r) : std::string("-"); }
+
+struct tally {
+  std::string ranks;
+  std::set<std::uint32_t> rank_set;
+  std::uint32_t rounds = 0, last = 0, slowest = 0;
+  std::vector<double> late;
+};
+
+std::vector<straggler> ranked(std::map<std::string, tally>& m, bool nodes) {
+  std::vector<straggler> out;
+  for (auto& [who, t] : m) {
+    straggler s;
+    s.who = who;
+    if (nodes) s.ranks = proto::format_ranges(std::vector<std::uint32_t>(t.rank_set.begin(), t.rank_set.end()), 8);
+    else s.ranks = t.ranks;
+    s.rounds = t.rounds;
+    s.last = t.last;
+    s.slowest = t.slowest;
+    s.median_ms = median(t.late);
+    s.worst_ms = t.late.empty() ? 0 : *std::max_element(t.late.begin(), t.late.end());
+    out.push_back(std::move(s));
+  }
+  std::sort(out.begin(), out.end(), [](const straggler& a, const straggler& b) {
+    if (a.last != b.last) return a.last > b.last;
+    if (a.slowest != b.slowest) return a.slowest > b.slowest;
+    return a.median_ms > b.median_ms;
+  });
+  return out;
+}
+}  // namespace
+
+std::string lateness(double ms) {
+  if (ms < 1000) return fmt::format("+{:.0f} ms", ms);
+  if (ms < 60'000) return fmt::format("+{:.1f} s", ms / 1000);
+  return fmt::format("+{:.1f} min", ms / 60'000);
+}
+
+analysis analyze(const std::vector<hist::round_view>& rounds, std::size_t last_few) {
+  analysis a;
+  std::map<std::string, tally> by_rank, by_node;
+  for (const auto& r : rounds) {
+    round_summary s;
+    s.round = &r;
+    std::vector<const hist::round_view::arrival*> order;
+    for (const auto& x : r.arrivals) order.push_back(&x);
+    std::stable_sort(order.begin(), order.end(), [](auto* x, auto* y) { return x->offset_ms > y->offset_ms; });
+    if (!order.empty()) s.spread_ms = order.front()->offset_ms;
+    for (std::size_t i = 0; i < order.size() && i < last_few; ++i)
+      s.last.push_back({order[i]->rank, order[i]->node, order[i]->offset_ms});
+    a.rounds.push_back(std::move(s));
+    if (order.size() < 2) continue;  // nobody is late in a round of one
+    std::size_t slow = static_cast<std::size_t>(std::ceil(0.05 * static_cast<double>(order.size())));
+    std::map<std::string, std::uint32_t> node_late;  // a node's lateness: its latest rank's
+    std::set<std::string> slow_nodes;
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      const auto* x = order[i];
+      std::string key = x->rank ? fmt::format("rank {}", *x->rank) : "rank -";
+      tally& t = by_rank[key];
+      t.ranks = x->node;
+      ++t.rounds;
+      if (i == 0) ++t.last;
+      if (i < slow) ++t.slowest;
+      t.late.push_back(x->offset_ms);
+      auto& nl = node_late[x->node];
+      nl = std::max(nl, x->offset_ms);
+      tally& nt = by_node["node " + x->node];
+      if (x->rank) nt.rank_set.insert(*x->rank);
+      if (i < slow && slow_nodes.insert(x->node).second) ++nt.slowest;
+    }
+    for (auto& [node, ms] : node_late) {
+      tally& nt = by_node["node " + node];
+      ++nt.rounds;
+      nt.late.push_back(ms);
+    }
+    ++by_node["node " + order.front()->node].last;
+  }
+  a.ranks = ranked(by_rank, false);
+  a.nodes = ranked(by_node, true);
+  return a;
+}
+
+std::string text(const analysis& a, std::size_t top) {
+  std::string out;
+  if (a.rounds.empty()) return "no finished rounds recorded\n";
+  // The headline: the one answer people look for.
+  std::size_t n = a.rounds.size();
+  if (!a.nodes.empty() && a.nodes.front().last > 0 && a.nodes.size() > 1) {
+    const auto& s = a.nodes.front();
+    out += fmt::format("{} (ranks {}) was the last node in {} of {} rounds, median {}\n", s.who, s.ranks, s.last, n,
+                       lateness(s.median_ms));
+  }
+  if (!a.ranks.empty() && a.ranks.front().last > 0) {
+    const auto& s = a.ranks.front();
+    out += fmt::format("{} (node {}) was the last rank in {} of {} rounds, median {}\n", s.who, s.ranks, s.last, n,
+                       lateness(s.median_ms));
+  }
+  out += fmt::format("\nPER ROUND ({} rounds)\n", n);
+  out += fmt::format("{:<12} {:<16} {:>5} {:<8} {:<8} {:>6} {:>10}  {}\n", "SCOPE", "NAME", "ROUND", "END", "VERDICT",
+                     "RANKS", "SPREAD", "LAST (rank@node lateness)");
+  for (const auto& s : a.rounds) {
+    const auto& r = *s.round;
+    std::string last;
+    for (const auto& l : s.last)
+      last += fmt::format("{}{}@{} {}", last.empty() ? "" : ", ", rank_text(l.rank), l.node, lateness(l.late_ms));
+    std::string extra;
+    if (r.withdrawn) extra += fmt::format("; {} withdrew", r.withdrawn);
+    if (r.timeouts) extra += fmt::format(" ({} timed out)", r.timeouts);
+    out += fmt::format("{:<12} {:<16} {:>5} {:<8} {:<8} {:>6} {:>10}  {}{}\n", r.scope, r.name, r.gen,
+                       hist::to_string(r.end), r.v == proto::verdict::none ? "-" : proto::to_string(r.v),
+                       r.arrivals.size(), lateness(s.spread_ms).substr(1), last, extra);
+  }
+  auto table = [&](const char* title, const std::vector<straggler>& v, const char* what) {
+    out += fmt::format("\nSTRAGGLERS BY {} (top {})\n", title, std::min(top, v.size()));
+    out += fmt::format("{:<24} {:<16} {:>6} {:>6} {:>8} {:>10} {:>10}\n", title, what, "ROUNDS", "LAST", "SLOW5%",
+                       "MEDIAN", "WORST");
+    for (std::size_t i = 0; i < v.size() && i < top; ++i) {
+      const auto& s = v[i];
+      out += fmt::format("{:<24} {:<16} {:>6} {:>6} {:>8} {:>10} {:>10}\n", s.who, s.ranks, s.rounds, s.last,
+                         s.slowest, lateness(s.median_ms), lateness(s.worst_ms));
+    }
+  };
+  table("RANK", a.ranks, "NODE");
+  table("NODE", a.nodes, "RANKS");
+  return out;
+}
+
+std::string json(const analysis& a) {
+  using nlohmann::json;
+  json rounds = json::array();
+  for (const auto& s : a.rounds) {
+    const auto& r = *s.round;
+    json arr = json::array();
+    for (const auto& x : r.arrivals)
+      arr.push_back({{"rank", x.rank ? json(*x.rank) : json(nullptr)}, {"node", x.node}, {"late_ms", x.offset_ms}});
+    rounds.push_back({{"seq", r.seq}, {"scope", r.scope}, {"name", r.name}, {"round", r.gen},
+                      {"n", r.n ? json(*r.n) : json(nullptr)}, {"end", hist::to_string(r.end)},
+                      {"verdict", r.v == proto::verdict::none ? json(nullptr) : json(proto::to_string(r.v))},
+                      {"first_arrival_unix_ms", r.at_ms}, {"duration_ms", r.duration_ms},
+                      {"spread_ms", s.spread_ms}, {"withdrawn", r.withdrawn}, {"timeouts", r.timeouts},
+                      {"arrivals", arr}});
+  }
+  auto list = [](const std::vector<straggler>& v, const char* extra) {
+    json out = json::array();
+    for (const auto& s : v)
+      out.push_back({{"who", s.who}, {extra, s.ranks}, {"rounds", s.rounds}, {"last", s.last},
+                     {"slowest_5pct", s.slowest}, {"median_ms", s.median_ms}, {"worst_ms", s.worst_ms}});
+    return out;
+  };
+  json j{{"rounds", rounds}, {"stragglers", {{"ranks", list(a.ranks, "node")}, {"nodes", list(a.nodes, "ranks")}}}};
+  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+std::string csv(const std::vector<hist::round_view>& rounds) {
+  std::string out = "seq,scope,name,round,end,verdict,first_arrival_unix_ms,rank,node,late_ms\n";
+  for (const auto& r : rounds)
+    for (const auto& x : r.arrivals)
+      out += fmt::format("{},{},{},{},{},{},{},{},{},{}\n", r.seq, r.scope, r.name, r.gen, hist::to_string(r.end),
+                         r.v == proto::verdict::none ? "" : proto::to_string(r.v), r.at_ms,
+                         x.rank ? std::to_string(*x.rank) : "", x.node, x.offset_ms);
+  return out;
+}
+
+binning bin_ranks(const std::vector<hist::round_view>& rounds, std::size_t columns) {
+  // Each rank's node: the one it last arrived from.
+  std::map<std::uint32_t, std::string> node_of;
+  for (const auto& r : rounds)
+    for (const auto& x : r.arrivals)
+      if (x.rank) node_of[*x.rank] = x.node;
+  binning b;
+  columns = std::max<std::size_t>(columns, 1);
+  if (node_of.size() <= columns) {
+    for (auto& [rank, node] : node_of) {
+      b.labels.push_back(std::to_string(rank));
+      b.members.push_back({rank});
+    }
+    b.how = "one column per rank";
+    return b;
+  }
+  std::map<std::string, std::vector<std::uint32_t>> by_node;  // in order of their first rank
+  std::vector<std::string> node_order;
+  for (auto& [rank, node] : node_of) {
+    auto& v = by_node[node];
+    if (v.empty()) node_order.push_back(node);
+    v.push_back(rank);
+  }
+  if (node_order.size() <= columns && node_order.size() > 1) {
+    for (const auto& node : node_order) {
+      b.labels.push_back(node);
+      b.members.push_back(by_node[node]);
+    }
+    b.how = fmt::format("one column per node ({} nodes), the latest of its ranks", node_order.size());
+    return b;
+  }
+  std::vector<std::uint32_t> all;
+  for (auto& [rank, node] : node_of) all.push_back(rank);
+  std::size_t per = (all.size() + columns - 1) / columns;
+  for (std::size_t i = 0; i < all.size(); i += per) {
+    std::size_t end = std::min(all.size(), i + per);
+    b.members.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(i), all.begin() + static_cast<std::ptrdiff_t>(end));
+    b.labels.push_back(fmt::format("{}-{}", all[i], all[end - 1]));
+  }
+  b.how = fmt::format("one column per {} ranks in order, the latest of them", per);
+  return b;
+}
+
+namespace {
+/// Per round, per column: the latest arrival of its ranks, or -1 when none arrived.
+std::vector<std::vector<double>> grid(const std::vector<hist::round_view>& rounds, const binning& b, double& top) {
+  std::map<std::uint32_t, std::size_t> col;
+  for (std::size_t c = 0; c < b.members.size(); ++c)
+    for (auto rank : b.members[c]) col[rank] = c;
+  std::vector<std::vector<double>> g;
+  top = 0;
+  for (const auto& r : rounds) {
+    std::vector<double> row(b.members.size(), -1);
+    for (const auto& x : r.arrivals) {
+      if (!x.rank) continue;
+      auto it = col.find(*x.rank);
+      if (it == col.end()) continue;
+      row[it->second] = std::max(row[it->second], static_cast<double>(x.offset_ms));
+      top = std::max(top, static_cast<double>(x.offset_ms));
+    }
+    g.push_back(std::move(row));
+  }
+  return g;
+}
+std::string round_label(const hist::round_view& r) { return fmt::format("{}#{}", r.name, r.gen); }
+}  // namespace
+
+std::string heatmap(const std::vector<hist::round_view>& rounds, std::size_t width, bool utf8) {
+  if (rounds.empty()) return "no finished rounds recorded\n";
+  std::size_t label_w = 4;
+  for (const auto& r : rounds) label_w = std::max(label_w, round_label(r).size());
+  label_w = std::min<std::size_t>(label_w, 24);
+  std::size_t cols = width > label_w + 3 ? width - label_w - 3 : 8;
+  binning b = bin_ranks(rounds, cols);
+  double top = 0;
+  auto g = grid(rounds, b, top);
+  static const char* const shades_u[] = {" ", "░", "▒", "▓", "█"};
+  static const char* const shades_a[] = {" ", ".", ":", "+", "#"};
+  const char* const* shades = utf8 ? shades_u : shades_a;
+  const char* absent = utf8 ? "·" : "-";
+  auto level = [&](double v) {
+    if (top <= 0) return 0;
+    int l = static_cast<int>(std::ceil(v / top * 4));
+    return std::clamp(l, 0, 4);
+  };
+  std::string out = fmt::format("Arrival lateness, rounds (rows) by ranks (columns): {}\n", b.how);
+  // Column ruler: the first rank of every tenth column.
+  std::string ruler(label_w + 2, ' ');
+  for (std::size_t c = 0; c < b.labels.size(); c += 10) {
+    std::string l = b.labels[c].substr(0, b.labels[c].find('-'));
+    ruler.resize(label_w + 2 + c, ' ');
+    ruler += l;
+  }
+  out += ruler + "\n";
+  for (std::size_t i = 0; i < rounds.size(); ++i) {
+    std::string label = round_label(rounds[i]);
+    if (label.size() > label_w) label = label.substr(label.size() - label_w);
+    out += fmt::format("{:>{}} |", label, label_w);
+    for (double v : g[i]) out += v < 0 ? absent : shades[level(v)];
+    out += "|\n";
+  }
+  out += fmt::format("legend: '{}' on time (0 ms)", shades[0]);
+  for (int l = 1; l <= 4; ++l)
+    out += fmt::format(", '{}' up to {}", shades[l], lateness(top * l / 4));
+  out += fmt::format(", '{}' did not arrive; after the round's first arrival\n", absent);
+  return out;
+}
+
+namespace {
+std::string colour(double f) {  // 0: pale yellow, 1: dark red
+  f = std::clamp(f, 0.0, 1.0);
+  auto mix = [&](double a, double b) { return static_cast<int>(std::lround(a + (b - a) * f)); };
+  return fmt::format("#{:02x}{:02x}{:02x}", mix(255, 140), mix(247, 10), mix(188, 20));
+}
+std::string esc(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '<') out += "&lt;";
+    else if (c == '>') out += "&gt;";
+    else if (c == '&') out += "&amp;";
+    else if (c == '"') out += "&quot;";
+    else out += c;
+  }
+  return out;
+}
+}  // namespace
+
+std::string svg(const std::vector<hist::round_view>& rounds) {
+  constexpr double max_w = 1000, max_h = 700, left = 150, top_m = 60, bottom = 110, right = 30;
+  binning b = bin_ranks(rounds, 200);
+  double top = 0;
+  auto g = grid(rounds, b, top);
+  std::size_t nc = std::max<std::size_t>(b.labels.size(), 1), nr = std::max<std::size_t>(rounds.size(), 1);
+  double cw = std::clamp(max_w / static_cast<double>(nc), 2.0, 40.0);
+  double ch = std::clamp(max_h / static_cast<double>(nr), 2.0, 28.0);
+  double w = left + cw * static_cast<double>(nc) + right, h = top_m + ch * static_cast<double>(nr) + bottom;
+  w = std::max(w, 520.0);
+  std::string out = fmt::format(
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" viewBox=\"0 0 {:.0f} {:.0f}\" "
+      "font-family=\"sans-serif\" font-size=\"12\">\n"
+      "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+      "<text x=\"{:.0f}\" y=\"24\" font-size=\"16\" font-weight=\"bold\">Who is late? Arrival after each round's first "
+      "arrival</text>\n"
+      "<text x=\"{:.0f}\" y=\"44\" fill=\"#555\">{}</text>\n",
+      w, h, w, h, left, left, esc(b.how));
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    double y = top_m + ch * static_cast<double>(i);
+    for (std::size_t c = 0; c < g[i].size(); ++c) {
+      double v = g[i][c];
+      double x = left + cw * static_cast<double>(c);
+      std::string fill = v < 0 ? "#dddddd" : colour(top > 0 ? v / top : 0);
+      out += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\"><title>{} "
+                         "column {}: {}</title></rect>\n",
+                         x, y, cw, ch, fill, esc(round_label(rounds[i])), esc(b.labels[c]),
+                         v < 0 ? std::string("did not arrive") : lateness(v));
+    }
+    // Label every row when they fit, else about 30 of them.
+    std::size_t every = std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(12.0 / ch)));
+    if (i % every == 0)
+      out += fmt::format("<text x=\"{:.0f}\" y=\"{:.1f}\" text-anchor=\"end\" dominant-baseline=\"middle\">{}</text>\n",
+                         left - 6, y + ch / 2, esc(round_label(rounds[i])));
+  }
+  std::size_t every_c = std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(14.0 / cw)));
+  double base = top_m + ch * static_cast<double>(nr);
+  for (std::size_t c = 0; c < b.labels.size(); c += every_c) {
+    double x = left + cw * (static_cast<double>(c) + 0.5);
+    out += fmt::format("<text transform=\"translate({:.1f},{:.1f}) rotate(-60)\" text-anchor=\"end\" "
+                       "font-size=\"10\">{}</text>\n",
+                       x, base + 10, esc(b.labels[c]));
+  }
+  out += fmt::format("<text x=\"{:.0f}\" y=\"{:.0f}\" text-anchor=\"middle\">rank (binned: {})</text>\n",
+                     left + cw * static_cast<double>(nc) / 2, h - 38, esc(b.how));
+  out += fmt::format("<text transform=\"translate(16,{:.0f}) rotate(-90)\" text-anchor=\"middle\">round</text>\n",
+                     top_m + ch * static_cast<double>(nr) / 2);
+  // Legend: a gradient in five steps, with values.
+  double lx = left, ly = h - 24;
+  for (int s = 0; s <= 4; ++s) {
+    out += fmt::format("<rect x=\"{:.0f}\" y=\"{:.0f}\" width=\"60\" height=\"12\" fill=\"{}\"/>"
+                       "<text x=\"{:.0f}\" y=\"{:.0f}\" font-size=\"10\">{}</text>\n",
+                       lx + 70.0 * s, ly, colour(s / 4.0), lx + 70.0 * s, ly + 22, lateness(top * s / 4));
+  }
+  out += fmt::format("<rect x=\"{:.0f}\" y=\"{:.0f}\" width=\"30\" height=\"12\" fill=\"#dddddd\"/>"
+                     "<text x=\"{:.0f}\" y=\"{:.0f}\" font-size=\"10\">absent</text>\n",
+                     lx + 360, ly, lx + 360, ly + 22);
+  out += "</svg>\n";
+  return out;
+}
+
+}  // namespace tfb::report

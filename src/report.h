@@ -1,0 +1,66 @@
+#pragma once
+// `tfbarrier report`: who is late (issue #21). Pure: rounds in (history.h),
+// text, JSON, CSV, a terminal heatmap and an SVG out. No terminal, no files:
+// cmd/report.cpp gives the width and whether the locale is UTF-8.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "history.h"
+
+namespace tfb::report {
+
+struct late_rank {
+  std::optional<std::uint32_t> rank;
+  std::string node;
+  std::uint32_t late_ms = 0;  ///< after the round's first arrival
+};
+
+struct round_summary {
+  const hist::round_view* round = nullptr;
+  std::uint32_t spread_ms = 0;  ///< first to last arrival
+  std::vector<late_rank> last;  ///< the last few, latest first
+};
+
+/// A rank or a node, across rounds.
+struct straggler {
+  std::string who;      ///< "rank 17" or "node gpu-a07"
+  std::string ranks;    ///< a node's ranks as ranges ("48-55"); a rank's node
+  std::uint32_t rounds = 0;  ///< rounds it arrived in
+  std::uint32_t last = 0;    ///< rounds it was last in (for a node: its rank was the last arrival)
+  std::uint32_t slowest = 0; ///< rounds it was among the last ceil(5% of arrivals)
+  double median_ms = 0, worst_ms = 0;  ///< its lateness (a node's: its latest rank's)
+};
+
+struct analysis {
+  std::vector<round_summary> rounds;
+  std::vector<straggler> ranks, nodes;  ///< most often last first
+};
+
+/// Rounds must outlive the analysis (round_summary points into them).
+analysis analyze(const std::vector<hist::round_view>& rounds, std::size_t last_few = 3);
+
+/// "+3.2 s", "+850 ms".
+std::string lateness(double ms);
+
+/// Tables: per round, then stragglers by rank and by node, with a headline.
+std::string text(const analysis& a, std::size_t top = 10);
+std::string json(const analysis& a);
+/// One row per arrival, with a header.
+std::string csv(const std::vector<hist::round_view>& rounds);
+
+/// How ranks become columns: one per rank, else one per node, else equal groups.
+struct binning {
+  std::vector<std::string> labels;                  ///< per column
+  std::vector<std::vector<std::uint32_t>> members;  ///< per column: its ranks
+  std::string how;                                  ///< for the legend
+};
+binning bin_ranks(const std::vector<hist::round_view>& rounds, std::size_t columns);
+
+/// The heatmap for a terminal `width` columns wide (UTF-8 shades or ASCII).
+std::string heatmap(const std::vector<hist::round_view>& rounds, std::size_t width, bool utf8);
+/// The same picture as an SVG document (at most about 1200 x 900 px).
+std::string svg(const std::vector<hist::round_view>& rounds);
+
+}  // namespace tfb::report
