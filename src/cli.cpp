@@ -416,9 +416,11 @@ void define_serve(CLI::App& app, parsed_values& v) {
       ->transform(connection_limit_validator());
   s->add_flag("--self-started", serve.self_started, "(internal) started by a participant")->group("");
   s->add_option("--history", serve.history,
-                "Keep N arrival records for tfbarrier report, oldest rounds dropped first (default 1000000; 0: none)");
+                "Keep N arrival records for tfbarrier report, oldest rounds dropped first (default 1000000; 0: none)")
+      ->type_name("N");
   s->add_option("--history-file", serve.history_file,
-                "Write the arrival records to FILE (default: beside the log, serve-NODE[-JOB].history; -: none)");
+                "Write the arrival records to FILE (default: beside the log, serve-NODE[-JOB].history; -: none)")
+      ->type_name("FILE");
   s->add_option("--secret-file", serve.secret_file,
                 "Require clients to know the secret in FILE (default ~/.tfbarrier/secret; made on first use "
                 "when listening beyond loopback)")

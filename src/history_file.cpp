@@ -122,6 +122,7 @@ bool store::rewrite(std::string& error) {
 
 void store::add(const round_record& r, std::int64_t wall_first_ms) {
   std::uint64_t seq = data_.add(r, wall_first_ms);
+  if (!file_) return;  // memory only (no file, or it could not be opened): nothing to write later
   if (auto v = data_.get(seq)) {
     pending_ += format_round(*v);
     pending_arrivals_ += v->arrivals.size();
@@ -129,7 +130,8 @@ void store::add(const round_record& r, std::int64_t wall_first_ms) {
 }
 
 bool store::flush(std::string& error) {
-  if (pending_.empty() || !file_) return true;
+  if (!file_) pending_.clear();
+  if (pending_.empty()) return true;
   // Bounded: past twice the capacity, the file is rewritten with what memory keeps.
   if (written_arrivals_ + pending_arrivals_ > 2 * capacity_ + 1) return rewrite(error);
   std::size_t done = 0;

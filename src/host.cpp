@@ -779,7 +779,16 @@ bool server::open_history(std::string& error) {
   history_ = std::make_unique<hist::store>(opts_.history);
   if (!opts_.history_file) return true;
   std::string warning;
-  if (!history_->open(*opts_.history_file, warning, error)) return false;
+  if (!history_->open(*opts_.history_file, warning, error)) {
+    if (!opts_.history_file_default) return false;
+    // The default file is a convenience: a host whose private directory
+    // cannot be made (HOME=/, a read-only home) serves all the same.
+    log(fmt::format("warning: the arrival history is kept in memory only: {}; pass --history-file FILE, or "
+                    "--history-file - to silence this",
+                    error));
+    error.clear();
+    return true;
+  }
   if (!warning.empty()) log(warning);
   log(fmt::format("history {}: {} rounds kept", history_->path(), history_->data().rounds()));
   return true;

@@ -29,6 +29,7 @@ struct host_options {
   std::optional<std::string> metrics_textfile;  ///< write the metrics there every few seconds, atomically
   std::size_t history = 1'000'000;    ///< arrival records kept (serve --history; 0: none), history.h
   std::optional<std::string> history_file;  ///< where they are written (serve --history-file); none: memory only
+  bool history_file_default = false;        ///< history_file is the default one: if it cannot be used, warn only
   std::FILE* log = stderr;
   /// Called once the address is bound, before anything is accepted or reported:
   /// what must not happen for a host that never listens (writing a new secret

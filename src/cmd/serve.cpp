@@ -281,6 +281,7 @@ int run_serve(const serve_options& o) {
   if (o.history > 0) {
     std::string file = o.history_file.value_or(default_history_file());
     if (!file.empty() && file != "-") h.history_file = file;
+    h.history_file_default = !o.history_file;
   }
   if (int rc = authentication(o, h); rc != exit_code::ok) return rc;
   if (int rc = metrics_settings(o, h); rc != exit_code::ok) return rc;

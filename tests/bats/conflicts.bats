@@ -79,7 +79,7 @@ teardown() { teardown_common; }
 
   run -0 "$TFB" status --name small --json
   assert_json barriers.0.arrived 1
-  assert_json barriers.0.missing '"1-2"'
+  assert_json barriers.0.missing '[1,2]'
   spawn_wait p1 --name small --rank 1
   wait_arrived small 2
   run -0 timeout 20 "$TFB" wait --name small --rank 2

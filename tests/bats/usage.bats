@@ -197,7 +197,7 @@ host_untouched() {
 
 @test "no command, or an option without its value, is a usage error in plain words" {
   usage_error
-  [[ $stderr == "tfbarrier: error: a command is required; the commands are serve, wait, decide, abort, status, config, secret"* ]]
+  [[ $stderr == "tfbarrier: error: a command is required; the commands are serve, wait, decide, abort, status, report, config, secret"* ]]
   usage_error wait --n 2 --name
   [[ $stderr == "tfbarrier: error: --name needs a value"* ]]
   usage_error wait --name x --n 2 stray
