@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
@@ -24,8 +25,13 @@ namespace {
 std::size_t terminal_width() {
   struct winsize ws{};
   if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
-  if (const char* c = std::getenv("COLUMNS"); c && std::strtol(c, nullptr, 10) > 0)
-    return static_cast<std::size_t>(std::strtol(c, nullptr, 10));
+  // std::from_chars, not strtol: every libc function the binary imports is
+  // bound when any command starts, wait included (bench/startup-cost.sh).
+  if (const char* c = std::getenv("COLUMNS")) {
+    std::size_t cols = 0;
+    auto [end, ec] = std::from_chars(c, c + std::strlen(c), cols);
+    if (ec == std::errc() && *end == '\0' && cols > 0) return cols;
+  }
   return 80;
 }
 

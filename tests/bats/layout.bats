@@ -68,3 +68,13 @@ EOF
   assert_failure
   assert_output --partial "spread out"
 }
+
+# Each shared library the binary needs is loaded, relocated and bound by every
+# `tfbarrier wait`: libm once came in with one std::lround in `report`, and
+# cost every wait 30,000 instructions and 15 page faults (bench/startup-cost.sh).
+@test "the binary needs libc and its loader only (no libm, no libstdc++: every wait would load them)" {
+  local needed
+  needed=$(readelf -d "$TFB" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort | tr '\n' ' ')
+  echo "# NEEDED: $needed" >&3
+  [[ $needed =~ ^(ld-linux[^ ]*\ )?libc\.so\.6\ (ld-linux[^ ]*\ )?$ ]] || { echo "needs: $needed" >&2; false; }
+}
