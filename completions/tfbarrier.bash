@@ -6,7 +6,7 @@
 # The option lists repeat each command's --help: tests/bats/completion.bats
 # checks that they agree.
 
-_tfbarrier_commands="serve wait decide abort status config secret"
+_tfbarrier_commands="serve wait decide abort status report config secret"
 
 # _tfbarrier_options COMMAND: the options COMMAND takes, long ones first.
 _tfbarrier_options() {
@@ -14,11 +14,12 @@ _tfbarrier_options() {
   case $1 in
     serve) echo "--listen --daemon --log --idle-exit --forget-after --quiet --state-dir --max-connections" \
       "--max-per-address --max-barriers --secret-file --no-munge --insecure --metrics --metrics-token-file" \
-      "--metrics-textfile --help -q -h" ;;
+      "--metrics-textfile --history --history-file --help -q -h" ;;
     wait) echo "--name --n --rank --chief --timeout --progress $client" ;;
     decide) echo "--name --message --no-wait --timeout --n --rank $client -m" ;;
     abort) echo "--name --reason $client" ;;
     status) echo "--name --json --all-scopes --watch $client" ;;
+    report) echo "--name --last --file --json --csv --svg --all-scopes $client" ;;
     config) echo "--n --rank --json $client" ;;
     secret) echo "--file --force --help -h" ;;
   esac
@@ -29,7 +30,7 @@ _tfbarrier_takes_value() {
   case $1 in
     --listen | --log | --idle-exit | --forget-after | --state-dir | --max-connections | --max-per-address | --max-barriers | \
       --secret-file | --name | --n | --rank | --timeout | --progress | --addr | --scope | --connect-timeout | \
-      --keepalive | --message | -m | --reason | --file | --metrics | --metrics-token-file | --metrics-textfile) return 0 ;;
+      --keepalive | --message | -m | --reason | --file | --metrics | --metrics-token-file | --metrics-textfile | --history | --history-file | --last | --svg) return 0 ;;
   esac
   return 1
 }
@@ -81,7 +82,7 @@ _tfbarrier() {
   # The value of an option.
   if _tfbarrier_takes_value "$prev"; then
     case $prev in
-      --log | --secret-file | --file)
+      --log | --secret-file | --file | --history-file | --svg | --metrics-token-file | --metrics-textfile)
         compopt -o filenames 2>/dev/null
         mapfile -t COMPREPLY < <(compgen -f -- "$cur")
         ;;

@@ -521,12 +521,12 @@ void define_report(CLI::App& app, parsed_values& v) {
   report_options& r = v.report;
   v.rp = app.add_subcommand("report", "Who is late: arrivals per round, stragglers by rank and node");
   CLI::App* rp = v.rp;
-  rp->add_option("--name", r.name, "Only barriers whose name matches GLOB (* and ?)");
-  rp->add_option("--last", r.last, "Only the last K rounds")->check(CLI::PositiveNumber);
-  rp->add_option("--file", r.file, "Read HISTORY (serve --history-file), not the host");
+  rp->add_option("--name", r.name, "Only barriers whose name matches GLOB (* and ?)")->type_name("GLOB");
+  rp->add_option("--last", r.last, "Only the last K rounds")->check(CLI::PositiveNumber)->type_name("K");
+  rp->add_option("--file", r.file, "Read HISTORY (serve --history-file), not the host")->type_name("HISTORY");
   auto* json = rp->add_flag("--json", r.json, "JSON for scripts: every round's arrivals and the stragglers");
   auto* csv = rp->add_flag("--csv", r.csv, "CSV, one row per arrival, with a header");
-  auto* svg = rp->add_option("--svg", r.svg, "Write the heatmap as an SVG picture to FILE");
+  auto* svg = rp->add_option("--svg", r.svg, "Write the heatmap as an SVG picture to FILE")->type_name("FILE");
   json->excludes(csv)->excludes(svg);
   csv->excludes(svg);
   rp->add_flag("--all-scopes", r.all_scopes, "Rounds of every scope, not just this job's");
