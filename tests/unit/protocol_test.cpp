@@ -308,6 +308,8 @@ TEST(FormatLine, EmptyTextIsLeftOut) {
 TEST(FormatLine, RoundTrips) {
   const char* lines[] = {
       "LEAVE",
+      "LEAVE why=timeout",
+      "HISTORY scope=S name=epoch* last=20",
       "END",
       "HELLO v=1 host=node1 pid=4242",
       "ARRIVE name=e1 scope=default id=a n=3 rank=0 chief=0",
@@ -1511,6 +1513,8 @@ const char* const doc_client_lines[] = {
     "HELLO v=2 host=n1 pid=7 keepalive=5000 nonce=00112233445566778899aabbccddeeff",
     "AUTH proof=CP",
     "LEAVE",
+    "LEAVE why=timeout",
+    "HISTORY scope=S name=epoch* last=20",
     "ARRIVE name=N scope=S id=ID n=6 rank=3 chief=0",
     "DECIDE scope=S id=ID verdict=stop name=N n=6 rank=0 wait=1 :message text",
     "ABORT scope=S name=N :reason text",
