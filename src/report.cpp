@@ -317,7 +317,8 @@ std::string svg(const std::vector<hist::round_view>& rounds) {
   double cw = std::clamp(max_w / static_cast<double>(nc), 2.0, 40.0);
   double ch = std::clamp(max_h / static_cast<double>(nr), 2.0, 28.0);
   double w = left + cw * static_cast<double>(nc) + right, h = top_m + ch * static_cast<double>(nr) + bottom;
-  w = std::max(w, 520.0);
+  // Wide enough for the title and the legend (150 + 400 px) whatever the ranks.
+  w = std::max(w, 640.0);
   std::string out = fmt::format(
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" viewBox=\"0 0 {:.0f} {:.0f}\" "
@@ -326,7 +327,7 @@ std::string svg(const std::vector<hist::round_view>& rounds) {
       "<text x=\"{:.0f}\" y=\"24\" font-size=\"16\" font-weight=\"bold\">Who is late? Arrival after each round's first "
       "arrival</text>\n"
       "<text x=\"{:.0f}\" y=\"44\" fill=\"#555\">{}</text>\n",
-      w, h, w, h, left, left, esc(b.how));
+      w, h, w, h, 16.0, 16.0, esc(b.how));
   for (std::size_t i = 0; i < g.size(); ++i) {
     double y = top_m + ch * static_cast<double>(i);
     for (std::size_t c = 0; c < g[i].size(); ++c) {

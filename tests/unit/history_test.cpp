@@ -199,5 +199,19 @@ TEST(Report, HeatmapFitsTheWidthInUtf8AndAscii) {
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
 }
 
+// With 8 ranks the picture was 520 px wide and cut its own title and the
+// legend's last entries (seen in rsvg-convert's PNG).
+TEST(Report, SvgOfFewRanksIsWideEnoughForTitleAndLegend) {
+  std::vector<hist::round_view> rounds;
+  hist::history h;
+  for (std::uint64_t g = 1; g <= 3; ++g) h.add(make_round(g, 8, 5, 400), 0);
+  h.each([&](const hist::round_view& r) { rounds.push_back(r); });
+  std::string svg = report::svg(rounds);
+  auto at = svg.find("width=\"");
+  ASSERT_NE(at, std::string::npos);
+  double w = std::stod(svg.substr(at + 7));
+  EXPECT_GE(w, 640.0);  // the title (about 460 px from x=16) and the legend (left 150 + 400 px) fit
+}
+
 }  // namespace
 }  // namespace tfb
