@@ -5,7 +5,10 @@
 load helpers
 
 setup() { setup_common; }
-teardown() { teardown_common; }
+teardown() {
+  [ -z "${SOCK:-}" ] || tmux -L "$SOCK" kill-server 2>/dev/null || true
+  teardown_common
+}
 
 # rounds K: K rounds of 4 ranks; rank 3 arrives 0.4 s after the others.
 rounds() {
@@ -66,4 +69,34 @@ rounds() {
   assert_output --partial "bad.history:2: an ARR line outside a round"
   run -2 timeout 20 "$TFB" report --file "$BATS_TEST_TMPDIR/none.history"
   assert_output --partial "cannot open the history file"
+}
+
+# On a terminal (tmux, its own server, killed by the test): the heatmap, in
+# Unicode shades in a UTF-8 locale and in ASCII under LANG=C.
+heatmap_in_tmux() {  # heatmap_in_tmux LANG
+  command -v tmux >/dev/null || skip "tmux is not installed"
+  SOCK=tfbr-$$-$BATS_TEST_NUMBER
+  tmux -u -L "$SOCK" -f /dev/null new-session -d -x 100 -y 40 \
+    env -i PATH=/usr/bin:/bin HOME="$HOME" TERM=xterm-256color LANG="$1" PS1='$ ' bash --norc --noprofile
+  tmux -L "$SOCK" send-keys "$TFB report --file $HOME/job.history; echo EXIT=\$?" Enter
+  local i
+  for i in $(seq 200); do
+    tmux -L "$SOCK" capture-pane -p | grep -q '^EXIT=' && break
+    sleep 0.05
+  done
+  SCREEN=$(tmux -L "$SOCK" capture-pane -p -S -200)
+  tmux -L "$SOCK" kill-server
+  [[ $SCREEN == *"EXIT=0"* ]] || { echo "$SCREEN" >&2; false; }
+  [[ $SCREEN == *"Arrival lateness, rounds (rows) by ranks (columns)"* ]]
+  [[ $SCREEN == *"legend: "* ]]
+}
+
+@test "on a terminal report draws a heatmap: Unicode shades in UTF-8, ASCII only under LANG=C" {
+  start_host --history-file "$HOME/job.history"
+  rounds 2
+  heatmap_in_tmux C.UTF-8
+  [[ $SCREEN == *"█"* ]] || { echo "$SCREEN" >&2; false; }
+  heatmap_in_tmux C
+  [[ $SCREEN == *"#"* ]]
+  ! LC_ALL=C grep -q '[^ -~]' <<<"$SCREEN" || { echo "non-ASCII under LANG=C: $SCREEN" >&2; false; }
 }
