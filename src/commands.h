@@ -1,9 +1,10 @@
 #pragma once
-// One options struct and one run_* function per subcommand. The front end
-// (cli.cpp) parses into these; each run_* returns an exit code.
+// One options struct and one run_* function per command (src/cmd/NAME.cpp).
+// The command line (cli.h) parses into these; each run_* returns an exit code.
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <variant>
 
 #include "duration.h"
 
@@ -93,6 +94,10 @@ struct config_options {
   std::optional<std::uint32_t> n, rank;
   bool json = false;
 };
+
+/// What the command line asked for: one command's options.
+using command_options = std::variant<serve_options, wait_cmd_options, decide_options, abort_options, status_options,
+                                     report_options, config_options, secret_options>;
 
 int run_serve(const serve_options& o);
 int run_wait(const wait_cmd_options& o);

@@ -6,6 +6,9 @@
 #include "cmd/common.h"
 #include "exit_codes.h"
 #include "text.h"
+#ifndef TFB_NO_CLI
+#include "cmd/define.h"
+#endif
 
 namespace tfb {
 using namespace cmd;
@@ -16,5 +19,30 @@ int run_config(const config_options& o) {
   tfb::print(stdout, "{}", o.json ? settings_to_json(*s) + "\n" : settings_to_text(*s));
   return exit_code::ok;
 }
+
+#ifndef TFB_NO_CLI
+// ---- The command line: CLI11's definition of `tfbarrier config` ----
+namespace cmd {
+
+command_parser define_config(CLI::App& app) {
+  struct typed {
+    config_options o;
+    common_typed common;
+  };
+  auto v = std::make_shared<typed>();
+  CLI::App* cf = app.add_subcommand("config", "Print every resolved setting and where it came from");
+  add_counts(cf, v->o.n, v->o.rank, "As for wait", "As for wait");
+  cf->add_flag("--json", v->o.json, "JSON for scripts");
+  add_common(cf, v->common);
+  set_footer(cf, "Example:\n  srun -n 2 tfbarrier config\n");
+  return [v] {
+    config_options o = v->o;
+    o.common = v->common.get();
+    return command_options(std::move(o));
+  };
+}
+
+}  // namespace cmd
+#endif
 
 }  // namespace tfb

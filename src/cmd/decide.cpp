@@ -6,6 +6,9 @@
 #include "cmd/common.h"
 #include "exit_codes.h"
 #include "text.h"
+#ifndef TFB_NO_CLI
+#include "cmd/define.h"
+#endif
 
 namespace tfb {
 using namespace cmd;
@@ -34,5 +37,47 @@ int run_decide(const decide_options& o) {
     };
   return finish(c->decide(d, wo), o.common.quiet);
 }
+
+#ifndef TFB_NO_CLI
+// ---- The command line: CLI11's definition of `tfbarrier decide` ----
+namespace cmd {
+
+command_parser define_decide(CLI::App& app) {
+  struct typed {
+    decide_options o;
+    std::string timeout;
+    common_typed common;
+  };
+  auto v = std::make_shared<typed>();
+  decide_options& decide = v->o;
+  CLI::App* d = app.add_subcommand("decide", "Give the chief's verdict for the current round");
+  d->add_option("verdict", decide.verdict, "continue or stop")->required()->check(verdict_validator());
+  d->add_option("--name", decide.name, "Barrier name (default: the one round that awaits a verdict)")
+      ->envname("TFBARRIER_NAME")
+      ->check(name_validator());
+  d->add_option("-m,--message", decide.message, "Text every participant prints on stdout")
+      ->check(text_validator("message"));
+  d->add_flag("--no-wait", decide.no_wait, "Return once the verdict is recorded, not when it is delivered");
+  d->add_option("--timeout", v->timeout,
+                "Exit 124 when the round has not released DUR after the verdict was recorded; the verdict "
+                "stands (default: no timeout)")
+      ->envname("TFBARRIER_TIMEOUT")
+      ->check(duration_validator());
+  add_counts(d, decide.n, decide.rank, "Participants in the round, if the chief arrives with this verdict",
+             "The chief's rank, if it arrives with this verdict");
+  add_common(d, v->common);
+  set_footer(d, "Examples:\n"
+      "  tfbarrier decide stop --message 'validation loss went up'\n"
+      "  tfbarrier decide continue --name epoch3 --n 6 --rank 0   # one step: arrive with the verdict\n");
+  return [v] {
+    decide_options o = v->o;
+    set_duration(v->timeout, o.timeout);
+    o.common = v->common.get();
+    return command_options(std::move(o));
+  };
+}
+
+}  // namespace cmd
+#endif
 
 }  // namespace tfb

@@ -16,6 +16,9 @@
 #include "history_file.h"
 #include "report.h"
 #include "text.h"
+#ifndef TFB_NO_CLI
+#include "cmd/define.h"
+#endif
 
 namespace tfb {
 using namespace cmd;
@@ -165,5 +168,42 @@ int run_report(const report_options& o) {
   if (rc != exit_code::ok) return rc;
   return print_report(o, rounds);
 }
+
+#ifndef TFB_NO_CLI
+// ---- The command line: CLI11's definition of `tfbarrier report` ----
+namespace cmd {
+
+command_parser define_report(CLI::App& app) {
+  struct typed {
+    report_options o;
+    common_typed common;
+  };
+  auto v = std::make_shared<typed>();
+  report_options& r = v->o;
+  CLI::App* rp = app.add_subcommand("report", "Who is late: arrivals per round, stragglers by rank and node");
+  rp->add_option("--name", r.name, "Only barriers whose name matches GLOB (* and ?)")->type_name("GLOB");
+  rp->add_option("--last", r.last, "Only the last K rounds")->check(CLI::PositiveNumber)->type_name("K");
+  rp->add_option("--file", r.file, "Read HISTORY (serve --history-file), not the host")->type_name("HISTORY");
+  auto* json = rp->add_flag("--json", r.json, "JSON for scripts: every round's arrivals and the stragglers");
+  auto* csv = rp->add_flag("--csv", r.csv, "CSV, one row per arrival, with a header");
+  auto* svg = rp->add_option("--svg", r.svg, "Write the heatmap as an SVG picture to FILE")->type_name("FILE");
+  json->excludes(csv)->excludes(svg);
+  csv->excludes(svg);
+  rp->add_flag("--all-scopes", r.all_scopes, "Rounds of every scope, not just this job's");
+  add_common(rp, v->common);
+  set_footer(rp, "Examples:\n"
+      "  tfbarrier report                              # tables (and a heatmap on a terminal)\n"
+      "  tfbarrier report --name 'epoch*' --last 20\n"
+      "  tfbarrier report --svg late.svg\n"
+      "  tfbarrier report --file ~/.tfbarrier/serve-node1-123.history --csv > arrivals.csv\n");
+  return [v] {
+    report_options o = v->o;
+    o.common = v->common.get();
+    return command_options(std::move(o));
+  };
+}
+
+}  // namespace cmd
+#endif
 
 }  // namespace tfb

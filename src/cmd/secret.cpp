@@ -7,6 +7,9 @@
 #include "cmd/common.h"
 #include "exit_codes.h"
 #include "text.h"
+#ifndef TFB_NO_CLI
+#include "cmd/define.h"
+#endif
 
 namespace tfb {
 using namespace cmd;
@@ -21,5 +24,21 @@ int run_secret(const secret_options& o) {
   tfb::print(stdout, "{}\n", path);
   return exit_code::ok;
 }
+
+#ifndef TFB_NO_CLI
+// ---- The command line: CLI11's definition of `tfbarrier secret` ----
+namespace cmd {
+
+command_parser define_secret(CLI::App& app) {
+  auto o = std::make_shared<secret_options>();
+  CLI::App* sec = app.add_subcommand("secret", "Write a fresh shared secret for authentication");
+  sec->add_option("--file", o->file, "Where (default ~/.tfbarrier/secret, or TFBARRIER_SECRET_FILE)");
+  sec->add_flag("--force", o->force, "Replace an existing secret (every node then needs the new one)");
+  set_footer(sec, "Example:\n  tfbarrier secret && tfbarrier serve --listen :7727\n");
+  return [o] { return command_options(*o); };
+}
+
+}  // namespace cmd
+#endif
 
 }  // namespace tfb

@@ -16,6 +16,9 @@
 #include "host.h"
 #include "munge_auth.h"
 #include "text.h"
+#ifndef TFB_NO_CLI
+#include "cmd/define.h"
+#endif
 
 namespace tfb {
 using namespace cmd;
@@ -287,5 +290,86 @@ int run_serve(const serve_options& o) {
   if (int rc = metrics_settings(o, h); rc != exit_code::ok) return rc;
   return o.daemon ? serve_detached(o, h) : serve_here(o, h);
 }
+
+#ifndef TFB_NO_CLI
+// ---- The command line: CLI11's definition of `tfbarrier serve` ----
+namespace cmd {
+
+namespace {
+
+/// --metrics, --metrics-token-file, --metrics-textfile.
+void define_serve_metrics(CLI::App* s, serve_options& serve) {
+  s->add_option("--metrics", serve.metrics,
+                "Serve Prometheus metrics at http://HOST:PORT/metrics (loopback unless --metrics-token-file)")
+      ->envname("TFBARRIER_METRICS")
+      ->type_name("HOST:PORT");
+  s->add_option("--metrics-token-file", serve.metrics_token_file,
+                "Require 'Authorization: Bearer TOKEN' for /metrics, TOKEN from FILE (mode 0600; needed beyond "
+                "loopback)")
+      ->type_name("FILE");
+  s->add_option("--metrics-textfile", serve.metrics_textfile,
+                "Write the metrics to FILE every 5s, atomically (for node_exporter's textfile collector)")
+      ->type_name("FILE");
+}
+
+}  // namespace
+
+command_parser define_serve(CLI::App& app) {
+  struct typed {
+    serve_options o;
+    std::string idle_exit, forget_after;
+  };
+  auto v = std::make_shared<typed>();
+  serve_options& serve = v->o;
+  CLI::App* s = app.add_subcommand("serve", "Run the rendezvous host");
+  s->add_option("--listen", serve.listen,
+                "Listen on HOST:PORT, :PORT (all interfaces) or [IPv6]:PORT; port 0 picks a free port "
+                "(default: the resolved host address, else 127.0.0.1:7727)")
+      ->envname("TFBARRIER_LISTEN");
+  s->add_flag("--daemon", serve.daemon, "Detach and print shell assignments of TFBARRIER_ADDR and TFBARRIER_PID");
+  s->add_option("--log", serve.log_file, "Append the log to FILE (default: stderr; with --daemon $TMPDIR/tfbarrier-serve-UID.log)");
+  s->add_option("--idle-exit", v->idle_exit, "Exit after no barrier has been active for DUR")->check(duration_validator());
+  s->add_option("--forget-after", v->forget_after, "Forget idle barriers and aborts after DUR (default 1h, at least 1s)")
+      ->check(duration_validator(std::chrono::seconds(1)));
+  s->add_flag("-q,--quiet", serve.quiet, "Log only warnings, not every arrival and release");
+  s->add_option("--state-dir", serve.state_dir,
+                "Journal verdicts and releases in DIR (flushed before they are acknowledged) and restore them at start")
+      ->envname("TFBARRIER_STATE_DIR");
+  s->add_option("--max-connections", serve.max_connections, "Refuse connections past N (default: the descriptor limit)")
+      ->transform(connection_limit_validator());
+  s->add_option("--max-per-address", serve.max_per_address, "Refuse connections past N from one address (default 16384)")
+      ->transform(connection_limit_validator());
+  s->add_option("--max-barriers", serve.max_barriers,
+                "Hold at most N barriers; past it, forget the longest idle (default 65536)")
+      ->transform(connection_limit_validator());
+  s->add_flag("--self-started", serve.self_started, "(internal) started by a participant")->group("");
+  s->add_option("--history", serve.history,
+                "Keep N arrival records for tfbarrier report, oldest rounds dropped first (default 1000000; 0: none)")
+      ->type_name("N");
+  s->add_option("--history-file", serve.history_file,
+                "Write the arrival records to FILE (default: beside the log, serve-NODE[-JOB].history; -: none)")
+      ->type_name("FILE");
+  s->add_option("--secret-file", serve.secret_file,
+                "Require clients to know the secret in FILE (default ~/.tfbarrier/secret; made on first use "
+                "when listening beyond loopback)")
+      ->envname("TFBARRIER_SECRET_FILE");
+  s->add_flag("--no-munge", serve.no_munge, "Beyond loopback, use the secret file even where munged runs");
+  s->add_flag("--insecure", serve.insecure, "Listen beyond loopback without authentication: anyone who can connect "
+                                            "can arrive, decide and abort");
+  define_serve_metrics(s, serve);
+  set_footer(s, "Examples:\n"
+      "  tfbarrier serve --listen 127.0.0.1:0          # prints TFBARRIER_ADDR=127.0.0.1:PORT\n"
+      "  eval \"$(tfbarrier serve --daemon --idle-exit 1h)\"; ...; kill $TFBARRIER_PID\n"
+      "  tfbarrier serve --metrics 127.0.0.1:9727      # Prometheus: GET http://127.0.0.1:9727/metrics\n"
+      "  tfbarrier serve --metrics-textfile /var/lib/node_exporter/textfile/tfbarrier.prom\n");
+  return [v] {
+    set_duration(v->idle_exit, v->o.idle_exit);
+    set_duration(v->forget_after, v->o.forget_after);
+    return command_options(v->o);
+  };
+}
+
+}  // namespace cmd
+#endif
 
 }  // namespace tfb

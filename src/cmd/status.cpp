@@ -13,6 +13,9 @@
 #include "exit_codes.h"
 #include "text.h"
 #include "watch_view.h"
+#ifndef TFB_NO_CLI
+#include "cmd/define.h"
+#endif
 
 namespace tfb {
 using namespace cmd;
@@ -200,5 +203,41 @@ int run_status(const status_options& o) {
   }
   return exit_code::ok;
 }
+
+#ifndef TFB_NO_CLI
+// ---- The command line: CLI11's definition of `tfbarrier status` ----
+namespace cmd {
+
+command_parser define_status(CLI::App& app) {
+  struct typed {
+    status_options o;
+    std::string watch;  // --watch [INTERVAL] as typed
+    CLI::Option* watch_opt = nullptr;
+    common_typed common;
+  };
+  auto v = std::make_shared<typed>();
+  CLI::App* st = app.add_subcommand("status", "Show the barriers the host holds");
+  st->add_option("--name", v->o.name, "Only this barrier, with its members")->check(name_validator());
+  st->add_flag("--json", v->o.json, "JSON for scripts (see tfbarrier(1))");
+  st->add_flag("--all-scopes", v->o.all_scopes, "Barriers of every scope, not just this job's");
+  v->watch_opt = st->add_option("--watch", v->watch,
+                                "Redraw a live view every INTERVAL (default 1s, at least 100ms) until Ctrl-C")
+                     ->expected(0, 1)
+                     ->check(duration_validator(std::chrono::milliseconds(100)))
+                     ->type_name("[INTERVAL]");
+  add_common(st, v->common);
+  set_footer(st, "Examples:\n  tfbarrier status\n  tfbarrier status --name epoch3 --json | jq .barriers[0].missing\n"
+                 "  tfbarrier status --watch 500ms                # a live view; Ctrl-C ends it\n");
+  return [v] {
+    status_options o = v->o;
+    o.common = v->common.get();
+    if (v->watch_opt->count() > 0)
+      o.watch = v->watch.empty() ? duration(std::chrono::seconds(1)) : *parse_duration(v->watch);
+    return command_options(std::move(o));
+  };
+}
+
+}  // namespace cmd
+#endif
 
 }  // namespace tfb

@@ -6,6 +6,9 @@
 #include "cmd/common.h"
 #include "exit_codes.h"
 #include "text.h"
+#ifndef TFB_NO_CLI
+#include "cmd/define.h"
+#endif
 
 namespace tfb {
 using namespace cmd;
@@ -69,5 +72,49 @@ int run_wait(const wait_cmd_options& o) {
   printer.clear();
   return finish(out, o.common.quiet);
 }
+
+#ifndef TFB_NO_CLI
+// ---- The command line: CLI11's definition of `tfbarrier wait` ----
+namespace cmd {
+
+command_parser define_wait(CLI::App& app) {
+  struct typed {
+    wait_cmd_options o;
+    std::string timeout, progress;
+    common_typed common;
+  };
+  auto v = std::make_shared<typed>();
+  wait_cmd_options& wait = v->o;
+  CLI::App* w = app.add_subcommand("wait", "Arrive at a barrier and block until it releases");
+  w->add_option("--name", wait.name, "Barrier name (1-128 of A-Z a-z 0-9 . _ : -)")
+      ->required()
+      ->envname("TFBARRIER_NAME")
+      ->check(name_validator());
+  add_counts(w, wait.n, wait.rank, "Participants in the round (default: from the launcher)",
+             "This participant's rank, 0 to n-1 (default: from the launcher)");
+  w->add_flag("--chief", wait.chief, "Arrive as the chief: return when all are present; the others wait for `decide`");
+  w->add_option("--timeout", v->timeout, "Withdraw and exit 124 when not released DUR after arriving (default: no timeout; "
+                "connecting is bounded by --connect-timeout)")
+      ->envname("TFBARRIER_TIMEOUT")
+      ->check(duration_validator());
+  w->add_option("--progress", v->progress,
+                "Report progress every DUR, at least 100ms; 0 for none (default 1s on a terminal, else 30s)")
+      ->check(duration_validator(std::chrono::milliseconds(100), true));
+  add_common(w, v->common);
+  set_footer(w, "Examples:\n"
+      "  tfbarrier wait --name epoch3 --n 6 --rank 2\n"
+      "  msg=$(tfbarrier wait --name epoch3 --timeout 10m); rc=$?   # rc 0 go on, 1 stop\n"
+      "  tfbarrier wait --name epoch3 --chief && ./evaluate && tfbarrier decide continue\n");
+  return [v] {
+    wait_cmd_options o = v->o;
+    set_duration(v->timeout, o.timeout);
+    set_duration(v->progress, o.progress);
+    o.common = v->common.get();
+    return command_options(std::move(o));
+  };
+}
+
+}  // namespace cmd
+#endif
 
 }  // namespace tfb
