@@ -352,8 +352,8 @@ parsed_command parse_command_line(int argc, char** argv, bool keep_app) {
   parsed_command p = parse_with(*app, argc, argv, selected);
   if (keep_app) {
     // Never destroyed: the process exits soon after the command returns, and
-    // tearing CLI11's options down cost a `wait` 6% of its run. A static keeps
-    // it reachable, so leak checkers do not report it.
+    // tearing CLI11's options down would be a large part of a `wait`. Kept
+    // reachable, so leak checkers do not report it.
     kept_app = app.release();
   }
   return p;

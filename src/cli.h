@@ -18,8 +18,8 @@ struct parsed_command {
 /// Parses argv. CLI11 reads the TFBARRIER_* variables that options name
 /// (--name's TFBARRIER_NAME, ...) from the process's environment; the rest
 /// (address, counts, scope) are resolved when the command runs (settings.h).
-/// keep_app leaves the parser undestroyed, for a process about to exit: its
-/// teardown cost a `wait` 6% of its run.
+/// keep_app leaves the parser undestroyed, for a process about to exit:
+/// tearing CLI11's options down is a large part of a short command's run.
 parsed_command parse_command_line(int argc, char** argv, bool keep_app = false);
 
 /// Runs the command; returns its exit code.

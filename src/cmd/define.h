@@ -32,7 +32,7 @@ command_parser define_config(CLI::App& app);
 command_parser define_secret(CLI::App& app);
 
 /// Sets the footer: the examples, then the exit code table. Built only when
-/// help is printed: formatting the table cost a `wait` 4.5% of its run.
+/// help is printed, so that a `wait` never formats the table.
 void set_footer(CLI::App* app, const char* examples);
 
 CLI::Validator name_validator();
