@@ -214,6 +214,7 @@ void label_options(CLI::App& app, int argc, char** argv) {
       if (n == "--n" || n == "--max-connections" || n == "--max-per-address" || n == "--max-barriers") return "N";
       if (n == "--rank") return "RANK";
       if (n == "verdict") return "continue|stop";
+      if (n == "--watch") return "[INTERVAL]";  // a value may follow, or not
       std::string t = o->get_type_name();  // "TEXT:DUR" -> "DUR"
       auto colon = t.rfind(':');
       return colon == std::string::npos ? t : t.substr(colon + 1);

@@ -455,25 +455,6 @@ std::string join_members(const proto::barrier_info& b) {
   return s;
 }
 
-/// Expands "0-3,7" (a trailing "+" means cut short). Bounded.
-std::vector<std::uint32_t> expand_ranges(const std::string& r, bool& cut) {
-  std::vector<std::uint32_t> out;
-  cut = !r.empty() && r.back() == '+';
-  std::size_t pos = 0;
-  while (pos < r.size() && out.size() < 100000) {
-    std::size_t end = r.find(',', pos);
-    if (end == std::string::npos) end = r.size();
-    std::string item = r.substr(pos, end - pos);
-    pos = end + 1;
-    if (item.empty() || item == "+") continue;
-    auto dash = item.find('-');
-    unsigned long lo = std::strtoul(item.c_str(), nullptr, 10);
-    unsigned long hi = dash == std::string::npos ? lo : std::strtoul(item.c_str() + dash + 1, nullptr, 10);
-    for (unsigned long i = lo; i <= hi && out.size() < 100000; ++i) out.push_back(static_cast<std::uint32_t>(i));
-  }
-  return out;
-}
-
 /// How the missing ones left: "rank 4 disconnected 5s ago (node2 pid 77)", and who never arrived.
 std::string describe_gone(const proto::barrier_info& b) {
   std::string s;
@@ -497,7 +478,7 @@ std::string describe_gone(const proto::barrier_info& b) {
   if (b.missing && !b.missing->empty()) {
     bool cut = false;
     std::vector<std::uint32_t> never;
-    for (std::uint32_t r : expand_ranges(*b.missing, cut))
+    for (std::uint32_t r : proto::expand_ranges(*b.missing, cut))
       if (std::find(left_ranks.begin(), left_ranks.end(), r) == left_ranks.end()) never.push_back(r);
     if (!never.empty() || cut)
       out += fmt::format("; never arrived: rank{} {}", never.size() == 1 && !cut ? "" : "s",

@@ -498,6 +498,25 @@ std::string format_ranges(const std::vector<std::uint32_t>& sorted, std::size_t 
   return out;
 }
 
+std::vector<std::uint32_t> expand_ranges(std::string_view text, bool& cut) {
+  constexpr std::size_t most = 1'000'000;
+  std::vector<std::uint32_t> out;
+  cut = text.ends_with('+');
+  while (!text.empty() && out.size() < most) {
+    std::string_view item = text.substr(0, text.find(','));
+    text.remove_prefix(std::min(text.size(), item.size() + 1));
+    std::uint32_t lo = 0, hi = 0;
+    auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), lo);
+    if (ec != std::errc()) continue;  // "+" or garbage
+    hi = lo;
+    if (end < item.data() + item.size() && *end == '-' &&
+        std::from_chars(end + 1, item.data() + item.size(), hi).ec != std::errc())
+      continue;
+    for (std::uint64_t r = lo; r <= hi && out.size() < most; ++r) out.push_back(static_cast<std::uint32_t>(r));
+  }
+  return out;
+}
+
 std::string format_reply(const reply& rep) {
   std::string out;
   std::visit(

@@ -234,6 +234,10 @@ class reply_reader {
 
 /// Compresses sorted ranks into "0-3,7,9-10", at most max_ranges ranges, then "+".
 std::string format_ranges(const std::vector<std::uint32_t>& sorted, std::size_t max_ranges);
+/// The ranks of format_ranges' text ("0-3,7" is 0 1 2 3 7); `cut` says
+/// whether the text ends in "+" (cut at max_ranges). At most 1,000,000 ranks
+/// (ranks run to 999,999); what is not a number is skipped.
+std::vector<std::uint32_t> expand_ranges(std::string_view text, bool& cut);
 
 /// Splits a byte stream into lines of at most max_line bytes.
 class line_splitter {

@@ -21,26 +21,6 @@ namespace tfb {
 using namespace cmd;
 namespace {
 
-/// The wire's "0-2,7" (a trailing "+" when the host cut the list at 64
-/// ranges) as [0, 1, 2, 7]; `cut` says whether it was cut.
-nlohmann::json missing_array(const std::string& r, bool& cut) {
-  nlohmann::json out = nlohmann::json::array();
-  cut = !r.empty() && r.back() == '+';
-  std::size_t pos = 0;
-  while (pos < r.size()) {
-    std::size_t end = r.find(',', pos);
-    if (end == std::string::npos) end = r.size();
-    std::string item = r.substr(pos, end - pos);
-    pos = end + 1;
-    if (item.empty() || item == "+") continue;
-    auto dash = item.find('-');
-    unsigned long lo = std::strtoul(item.c_str(), nullptr, 10);
-    unsigned long hi = dash == std::string::npos ? lo : std::strtoul(item.c_str() + dash + 1, nullptr, 10);
-    for (unsigned long i = lo; i <= hi && out.size() < 1000000; ++i) out.push_back(i);
-  }
-  return out;
-}
-
 nlohmann::json status_json(const proto::status_reply& st) {
   nlohmann::json bs = nlohmann::json::array();
   for (const auto& b : st.barriers) {
@@ -56,7 +36,7 @@ nlohmann::json status_json(const proto::status_reply& st) {
     j["age_ms"] = b.age_ms;
     if (b.missing) {
       bool cut = false;
-      j["missing"] = missing_array(*b.missing, cut);
+      j["missing"] = proto::expand_ranges(*b.missing, cut);  // [0, 1, 2, 7], not "0-2,7"
       if (cut) j["missing_truncated"] = true;
     } else {
       j["missing"] = nullptr;

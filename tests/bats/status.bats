@@ -104,6 +104,29 @@ teardown() { teardown_common; }
   assert_json barriers.0.arrived 3
 }
 
+@test "status --json marks a missing list the host cut at 64 ranges (missing_truncated), and the text shows the cut" {
+  start_host
+  # Ranks 0, 2, ..., 128 of 131 arrive: 66 ranges are missing (1, 3, ..., 129, 130), more than 64.
+  local r
+  for r in $(seq 0 2 128); do spawn_wait "e$r" --name cut --n 131 --rank "$r" --quiet; done
+  wait_arrived cut 65
+  run -0 --separate-stderr timeout 20 "$TFB" status --name cut --json
+  assert_json barriers.0.missing_truncated true
+  assert_equal "$(json barriers.0.missing | tr -cd , | wc -c)" 63  # 64 ranks
+  assert_json barriers.0.missing.0 1
+  assert_json barriers.0.missing.63 127
+  run -0 --separate-stderr timeout 20 "$TFB" status --name cut
+  assert_output --partial "125,127+"
+  # Uncut lists carry no such field.
+  spawn_wait f1 --name whole --n 3 --rank 1
+  wait_arrived whole 1
+  run -0 --separate-stderr timeout 20 "$TFB" status --name whole --json
+  assert_json barriers.0.missing "[0,2]"
+  assert_json barriers.0.missing_truncated null
+  run -0 timeout 20 "$TFB" abort --name cut
+  run -0 timeout 20 "$TFB" abort --name whole
+}
+
 @test "status shows the barrier as a table, and --name adds its members" {
   start_host
   arrive tb 4 0 2

@@ -230,5 +230,16 @@ TEST_F(CommandLine, HelpAndVersionRunNothing) {
   EXPECT_NE(out.find("Exit codes:"), std::string::npos);
 }
 
+TEST_F(CommandLine, HelpNamesWhatEachOptionTakes) {
+  ::testing::internal::CaptureStdout();
+  parse({"status", "--help"});
+  parse({"serve", "--help"});
+  std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("--watch [INTERVAL] "), std::string::npos) << out;  // not "DUR": it may stand alone
+  EXPECT_NE(out.find("--connect-timeout DUR (env TFBARRIER_CONNECT_TIMEOUT)"), std::string::npos) << out;
+  EXPECT_NE(out.find("--listen HOST:PORT (env TFBARRIER_LISTEN)"), std::string::npos) << out;
+  EXPECT_NE(out.find("--max-barriers N "), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace tfb

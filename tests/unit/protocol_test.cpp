@@ -1285,6 +1285,24 @@ TEST(ReplyReader, UnknownKeysAreIgnored) {
 }
 
 // ---------------------------------------------------------------------------
+// expand_ranges: format_ranges' text back into ranks
+TEST(Protocol, ExpandRangesUndoesFormatRanges) {
+  bool cut = true;
+  EXPECT_EQ(expand_ranges("", cut), std::vector<std::uint32_t>{});
+  EXPECT_FALSE(cut);
+  EXPECT_EQ(expand_ranges("0-3,7", cut), (std::vector<std::uint32_t>{0, 1, 2, 3, 7}));
+  EXPECT_FALSE(cut);
+  std::vector<std::uint32_t> odd;
+  for (std::uint32_t r = 1; r < 200; r += 2) odd.push_back(r);
+  std::string text = format_ranges(odd, max_missing_ranges);  // 100 ranges: cut at 64
+  ASSERT_TRUE(text.ends_with("+"));
+  auto back = expand_ranges(text, cut);
+  EXPECT_TRUE(cut);
+  EXPECT_EQ(back, std::vector<std::uint32_t>(odd.begin(), odd.begin() + max_missing_ranges));
+  EXPECT_EQ(expand_ranges("5,x,9-8,999999-1000001", cut).size(), 4u);  // garbage skipped; 9-8 is empty
+  EXPECT_EQ(expand_ranges("0-4294967295", cut).size(), 1'000'000u);  // bounded
+}
+
 // format_ranges
 
 TEST(FormatRanges, Basics) {
