@@ -28,22 +28,14 @@ int run_abort(const abort_options& o) {
 namespace cmd {
 
 command_parser define_abort(CLI::App& app) {
-  struct typed {
-    abort_options o;
-    common_typed common;
-  };
-  auto v = std::make_shared<typed>();
+  auto v = std::make_shared<client_typed<abort_options>>();
   CLI::App* a = app.add_subcommand("abort", "Abort the current round: everyone in it exits 3");
   a->add_option("--name", v->o.name, "Barrier name")->required()->envname("TFBARRIER_NAME")->check(name_validator());
   a->add_option("--reason", v->o.reason, "Text every participant prints on stderr")
       ->check(text_validator("reason"));
   add_common(a, v->common);
   set_footer(a, "Example:\n  tfbarrier abort --name epoch3 --reason 'rank 4 ran out of memory'\n");
-  return [v] {
-    abort_options o = v->o;
-    o.common = v->common.get();
-    return command_options(std::move(o));
-  };
+  return [v] { return command_options(v->parsed()); };
 }
 
 }  // namespace cmd

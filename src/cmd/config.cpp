@@ -25,21 +25,13 @@ int run_config(const config_options& o) {
 namespace cmd {
 
 command_parser define_config(CLI::App& app) {
-  struct typed {
-    config_options o;
-    common_typed common;
-  };
-  auto v = std::make_shared<typed>();
+  auto v = std::make_shared<client_typed<config_options>>();
   CLI::App* cf = app.add_subcommand("config", "Print every resolved setting and where it came from");
   add_counts(cf, v->o.n, v->o.rank, "As for wait", "As for wait");
   cf->add_flag("--json", v->o.json, "JSON for scripts");
   add_common(cf, v->common);
   set_footer(cf, "Example:\n  srun -n 2 tfbarrier config\n");
-  return [v] {
-    config_options o = v->o;
-    o.common = v->common.get();
-    return command_options(std::move(o));
-  };
+  return [v] { return command_options(v->parsed()); };
 }
 
 }  // namespace cmd

@@ -43,10 +43,8 @@ int run_decide(const decide_options& o) {
 namespace cmd {
 
 command_parser define_decide(CLI::App& app) {
-  struct typed {
-    decide_options o;
+  struct typed : client_typed<decide_options> {
     std::string timeout;
-    common_typed common;
   };
   auto v = std::make_shared<typed>();
   decide_options& decide = v->o;
@@ -70,9 +68,8 @@ command_parser define_decide(CLI::App& app) {
       "  tfbarrier decide stop --message 'validation loss went up'\n"
       "  tfbarrier decide continue --name epoch3 --n 6 --rank 0   # one step: arrive with the verdict\n");
   return [v] {
-    decide_options o = v->o;
+    decide_options o = v->parsed();
     set_duration(v->timeout, o.timeout);
-    o.common = v->common.get();
     return command_options(std::move(o));
   };
 }

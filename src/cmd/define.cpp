@@ -27,14 +27,20 @@ void set_footer(CLI::App* app, const char* examples) {
   });
 }
 
-CLI::Validator name_validator() {
+namespace {
+// A barrier name or a scope: what the wire's names allow (proto::valid_name).
+CLI::Validator wire_name_validator(const char* what, const char* type) {
   return CLI::Validator(
-      [](std::string& s) -> std::string {
+      [what](std::string& s) -> std::string {
         if (proto::valid_name(s)) return {};
-        return fmt::format("{} is not a barrier name: use 1-128 of A-Z a-z 0-9 . _ : -", quote_text(s));
+        return fmt::format("{} is not {}: use 1-128 of A-Z a-z 0-9 . _ : -", quote_text(s), what);
       },
-      "NAME");
+      type);
 }
+}  // namespace
+
+CLI::Validator name_validator() { return wire_name_validator("a barrier name", "NAME"); }
+CLI::Validator scope_validator() { return wire_name_validator("a scope", "SCOPE"); }
 
 CLI::Validator verdict_validator() {
   return CLI::Validator(
@@ -44,15 +50,6 @@ CLI::Validator verdict_validator() {
                            quote_text(s));
       },
       "continue|stop");
-}
-
-CLI::Validator scope_validator() {
-  return CLI::Validator(
-      [](std::string& s) -> std::string {
-        if (proto::valid_name(s)) return {};
-        return fmt::format("{} is not a scope: use 1-128 of A-Z a-z 0-9 . _ : -", quote_text(s));
-      },
-      "SCOPE");
 }
 
 // --message, --reason: what the wire's trailing text allows (proto::text_problem).

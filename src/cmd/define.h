@@ -57,6 +57,19 @@ struct common_typed {
 };
 void add_common(CLI::App* sub, common_typed& c);
 
+/// What a client command's definition binds: its options, and the client
+/// options as typed. parsed() gives the options with the durations converted.
+template <class Options>
+struct client_typed {
+  Options o;
+  common_typed common;
+  Options parsed() const {
+    Options out = o;
+    out.common = common.get();
+    return out;
+  }
+};
+
 /// Converts a duration as typed ("" leaves target as it is); the validator has checked it.
 void set_duration(const std::string& text, duration& target);
 void set_duration(const std::string& text, std::optional<duration>& target);

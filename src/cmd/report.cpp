@@ -174,11 +174,7 @@ int run_report(const report_options& o) {
 namespace cmd {
 
 command_parser define_report(CLI::App& app) {
-  struct typed {
-    report_options o;
-    common_typed common;
-  };
-  auto v = std::make_shared<typed>();
+  auto v = std::make_shared<client_typed<report_options>>();
   report_options& r = v->o;
   CLI::App* rp = app.add_subcommand("report", "Who is late: arrivals per round, stragglers by rank and node");
   rp->add_option("--name", r.name, "Only barriers whose name matches GLOB (* and ?)")->type_name("GLOB");
@@ -196,11 +192,7 @@ command_parser define_report(CLI::App& app) {
       "  tfbarrier report --name 'epoch*' --last 20\n"
       "  tfbarrier report --svg late.svg\n"
       "  tfbarrier report --file ~/.tfbarrier/serve-node1-123.history --csv > arrivals.csv\n");
-  return [v] {
-    report_options o = v->o;
-    o.common = v->common.get();
-    return command_options(std::move(o));
-  };
+  return [v] { return command_options(v->parsed()); };
 }
 
 }  // namespace cmd

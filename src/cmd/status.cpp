@@ -189,11 +189,9 @@ int run_status(const status_options& o) {
 namespace cmd {
 
 command_parser define_status(CLI::App& app) {
-  struct typed {
-    status_options o;
+  struct typed : client_typed<status_options> {
     std::string watch;  // --watch [INTERVAL] as typed
     CLI::Option* watch_opt = nullptr;
-    common_typed common;
   };
   auto v = std::make_shared<typed>();
   CLI::App* st = app.add_subcommand("status", "Show the barriers the host holds");
@@ -209,8 +207,7 @@ command_parser define_status(CLI::App& app) {
   set_footer(st, "Examples:\n  tfbarrier status\n  tfbarrier status --name epoch3 --json | jq .barriers[0].missing\n"
                  "  tfbarrier status --watch 500ms                # a live view; Ctrl-C ends it\n");
   return [v] {
-    status_options o = v->o;
-    o.common = v->common.get();
+    status_options o = v->parsed();
     if (v->watch_opt->count() > 0)
       o.watch = v->watch.empty() ? duration(std::chrono::seconds(1)) : *parse_duration(v->watch);
     return command_options(std::move(o));

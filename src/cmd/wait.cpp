@@ -78,10 +78,8 @@ int run_wait(const wait_cmd_options& o) {
 namespace cmd {
 
 command_parser define_wait(CLI::App& app) {
-  struct typed {
-    wait_cmd_options o;
+  struct typed : client_typed<wait_cmd_options> {
     std::string timeout, progress;
-    common_typed common;
   };
   auto v = std::make_shared<typed>();
   wait_cmd_options& wait = v->o;
@@ -106,10 +104,9 @@ command_parser define_wait(CLI::App& app) {
       "  msg=$(tfbarrier wait --name epoch3 --timeout 10m); rc=$?   # rc 0 go on, 1 stop\n"
       "  tfbarrier wait --name epoch3 --chief && ./evaluate && tfbarrier decide continue\n");
   return [v] {
-    wait_cmd_options o = v->o;
+    wait_cmd_options o = v->parsed();
     set_duration(v->timeout, o.timeout);
     set_duration(v->progress, o.progress);
-    o.common = v->common.get();
     return command_options(std::move(o));
   };
 }
