@@ -261,6 +261,9 @@ int report_parse_error(CLI::App& app, const CLI::ParseError& e, int argc, char**
   }
   if (text.size() > 1 && text[0] >= 'A' && text[0] <= 'Z' && text[1] >= 'a' && text[1] <= 'z')
     text[0] = static_cast<char>(text[0] - 'A' + 'a');
+  // What is required, and how to give it.
+  if (text == "verdict is required") text = "the verdict is missing: give continue (exit 0 for all) or stop (exit 1 for all)";
+  if (text == "--name is required") text = "--name is required (or set TFBARRIER_NAME): the barrier to use, such as epoch3";
   // "--timeout: 1 required TEXT:DUR missing": say it plainly.
   if (auto at = text.find(": 1 required "); at != std::string::npos && text.ends_with(" missing"))
     text = text.substr(0, at) + " needs a value";

@@ -225,9 +225,9 @@ host_untouched() {
   usage_error abort --reson hi
   [[ $stderr == "tfbarrier: error: the following arguments were not expected: --reson hi"* ]]
   usage_error decide --name x
-  [[ $stderr == "tfbarrier: error: verdict is required"* ]]
+  [[ $stderr == "tfbarrier: error: the verdict is missing: give continue (exit 0 for all) or stop (exit 1 for all)"* ]]
   usage_error decide --name x --   # as `decide -- $V` with V empty
-  [[ $stderr == "tfbarrier: error: verdict is required"* ]]
+  [[ $stderr == "tfbarrier: error: the verdict is missing: give continue (exit 0 for all) or stop (exit 1 for all)"* ]]
   usage_error wait --name x --n 2 a1 a2
   [[ $stderr == "tfbarrier: error: the following arguments were not expected: a1 a2"* ]]
   # CLI11 hands what follows -- to the top level, reversed: all of it is listed, in order
@@ -312,7 +312,7 @@ host_untouched() {
     [[ $stderr == "tfbarrier: error: verdict: \"$bad\" is not a verdict: use continue (exit 0 for all) or stop (exit 1 for all)"* ]]
   done
   usage_error decide --name x
-  [[ $stderr == *"verdict is required"* ]]
+  [[ $stderr == *"the verdict is missing"* ]]
   host_untouched
 }
 

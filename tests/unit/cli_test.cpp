@@ -215,6 +215,10 @@ TEST_F(CommandLine, UsageErrorsExit2WithoutOptions) {
   EXPECT_EQ(refused({"--addr", "h:1", "status"}, err), exit_code::usage);
   EXPECT_NE(err.find("options go after the command"), std::string::npos) << err;
   EXPECT_EQ(refused({}, err), exit_code::usage);
+  EXPECT_EQ(refused({"decide"}, err), exit_code::usage);
+  EXPECT_NE(err.find("the verdict is missing: give continue"), std::string::npos) << err;
+  EXPECT_EQ(refused({"abort"}, err), exit_code::usage);
+  EXPECT_NE(err.find("--name is required (or set TFBARRIER_NAME)"), std::string::npos) << err;
 }
 
 TEST_F(CommandLine, HelpAndVersionRunNothing) {
