@@ -300,7 +300,7 @@ class engine {
     // Beyond loopback a host authenticates (MUNGE or a secret), so there is nothing to gain.
     pipelined_ = peer_loopback_ && !o_.secret && !no_pipeline_;
     client::conn_config cfg{o_.addr, o_.client_host, o_.pid, resumable_ ? keepalive_every_ : duration(0),
-                            o_.secret ? &*o_.secret : nullptr, pipelined_};
+                            o_.secret ? &*o_.secret : nullptr, pipelined_, !peer_loopback_ && !o_.insecure};
     conn_.emplace(cfg, env_, request);
     write_sealed(conn_->start(auth::make_nonce()));
     conn_end end = co_await read_replies();

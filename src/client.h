@@ -57,6 +57,9 @@ struct connect_options {
   std::optional<std::string> secret;
   /// Where to look for a secret if the host asks for one and none was given.
   std::string secret_path;
+  /// Take a host beyond loopback that does not authenticate (auth=none);
+  /// without it, such a host gets exit 77 before the request is sent.
+  bool insecure = false;
 };
 
 class coordinator {

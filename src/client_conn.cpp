@@ -145,7 +145,15 @@ conn_output client_conn::greeting(const proto::hello_reply& hr, std::string_view
                 fmt::format("the host at {} does not authenticate, but this participant has a secret: refusing a "
                             "host that could be a fake; start the host with the same --secret-file",
                             cfg_.addr));
-  } else if (!cfg_.pipeline) {
+  } else if (cfg_.require_auth) {
+    // Nothing has been sent but HELLO: the request (barrier name, message) stays here.
+    return fail(exit_code::auth,
+                fmt::format("the host at {} does not authenticate (auth=none), so anyone who can reach it, or "
+                            "anyone on the path, could have given this verdict: refusing it. Give both sides a "
+                            "shared secret (tfbarrier secret, then --secret-file), run under MUNGE, or pass "
+                            "--insecure (TFBARRIER_INSECURE=1) on a network you trust",
+                            cfg_.addr));
+} else if (!cfg_.pipeline) {
     out.bytes = request_;
   }
   if (out.event == conn_event::failed) return out;

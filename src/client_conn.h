@@ -43,6 +43,9 @@ struct conn_config {
   const std::string* secret = nullptr;  ///< the shared secret, if any
   /// Send the request with HELLO, before the host has greeted (no secret, loopback).
   bool pipeline = false;
+  /// Refuse a host that does not authenticate (auth=none) with exit 77: set
+  /// beyond loopback, unless the participant was told --insecure.
+  bool require_auth = false;
 };
 
 enum class conn_event {

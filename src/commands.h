@@ -18,6 +18,7 @@ struct common_options {
   std::optional<duration> keepalive;  ///< TFBARRIER_KEEPALIVE (default 5s)
   std::optional<std::string> secret_file;  ///< --secret-file / TFBARRIER_SECRET_FILE
   bool quiet = false;
+  bool insecure = false;  ///< --insecure (TFBARRIER_INSECURE is read with the other settings)
 };
 
 struct serve_options {

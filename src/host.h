@@ -12,7 +12,7 @@
 namespace tfb {
 
 struct host_options {
-  std::string listen = "127.0.0.1:7727";
+  std::string listen;  ///< HOST:PORT; serve sets it (--listen, else the address a participant would use)
   std::optional<duration> idle_exit;  ///< leave when no barrier was active this long
   duration forget_after = std::chrono::hours(1);  ///< forget idle barriers (and aborts) after this
   duration handshake_timeout = std::chrono::seconds(10);

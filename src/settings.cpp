@@ -126,7 +126,8 @@ class resolver {
 
   std::optional<settings> run() {
     detect_launcher();
-    if (!resolve_address() || (flags_.counts && (!resolve_n() || !resolve_rank())) || !resolve_scope())
+    if (!resolve_address() || (flags_.counts && (!resolve_n() || !resolve_rank())) || !resolve_scope() ||
+        !resolve_insecure())
       return std::nullopt;
     resolve_node();
     decide_may_start();
@@ -175,7 +176,7 @@ class resolver {
       std::string why;
       auto hp = parse_address(*addr, address_use::connect, why);
       if (!hp)
-        return fail(fmt::format("{} is not HOST:PORT: {}; write it as node01:7727 or [fd00::1]:7727",
+        return fail(fmt::format("{} is not HOST:PORT: {}; write it as node01:31000 or [fd00::1]:31000",
                                 show(name, *addr), why));
       std::string source = name.starts_with("--") ? "flag:" + name : "env:" + name;
       s_.host = {hp->host, source};
@@ -255,7 +256,7 @@ class resolver {
       s_.port = {static_cast<std::uint16_t>(slurm_port_base + *id % slurm_port_span), "derived:SLURM_JOB_ID"};
       return true;
     }
-    s_.port = {default_port, "default"};
+    s_.port = {default_port_for(flags_.uid), fmt::format("default for uid {}", flags_.uid)};
     return true;
   }
 
@@ -378,6 +379,24 @@ class resolver {
     return true;
   }
 
+  bool resolve_insecure() {
+    if (flags_.insecure) {
+      s_.insecure = {true, "flag:--insecure"};
+    } else if (auto v = get("TFBARRIER_INSECURE")) {
+      if (*v == "1" || *v == "yes" || *v == "true") {
+        s_.insecure = {true, "env:TFBARRIER_INSECURE"};
+      } else if (*v == "0" || *v == "no" || *v == "false") {
+        s_.insecure = {false, "env:TFBARRIER_INSECURE"};
+      } else {
+        return fail(fmt::format("TFBARRIER_INSECURE={} is neither 1 (yes, true) nor 0 (no, false); fix it, or unset it",
+                                quote_text(*v)));
+      }
+    } else {
+      s_.insecure = {false, "default"};
+    }
+    return true;
+  }
+
   void resolve_node() {
     if (auto v = get("SLURMD_NODENAME")) {
       s_.node = {*v, "env:SLURMD_NODENAME"};
@@ -412,6 +431,8 @@ std::string text_value(const sourced<T>& v) {
   if (!v.value) return "-";
   if constexpr (std::is_same_v<T, std::string>) {
     return *v.value;
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return *v.value ? "yes" : "no";
   } else {
     return std::to_string(*v.value);
   }
@@ -460,6 +481,7 @@ std::string settings_to_text(const settings& s) {
   rows.push_back({"rank", text_value(s.rank), s.rank.source});
   rows.push_back({"scope", text_value(s.scope), s.scope.source});
   rows.push_back({"node", text_value(s.node), s.node.source});
+  rows.push_back({"insecure", text_value(s.insecure), s.insecure.source});
   rows.push_back({"addr_explicit", s.addr_explicit ? "yes" : "no", ""});
   rows.push_back({"may_start_host", s.may_start_host ? "yes" : "no", ""});
   std::size_t key_width = 0, value_width = 0;
@@ -489,11 +511,13 @@ std::string settings_to_json(const settings& s) {
   j["scope"] = json_value(s.scope);
   j["launcher"] = to_string(s.launcher);
   j["node"] = json_value(s.node);
+  j["insecure"] = s.insecure.value.value_or(false);
   j["may_start_host"] = s.may_start_host;
   j["addr_explicit"] = s.addr_explicit;
   j["warnings"] = s.warnings;
   j["source"] = {{"host", s.host.source}, {"port", s.port.source}, {"n", s.n.source},
-                 {"rank", s.rank.source}, {"scope", s.scope.source}, {"node", s.node.source}};
+                 {"rank", s.rank.source}, {"scope", s.scope.source}, {"node", s.node.source},
+                 {"insecure", s.insecure.source}};
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

@@ -11,7 +11,12 @@
 
 namespace tfb {
 
-inline constexpr std::uint16_t default_port = 7727;
+/// The port when nothing (flag, TFBARRIER_*, launcher) gives one: the user's
+/// own, 30000 + uid % 2768 (30000-32767: above the ports derived from Slurm
+/// job ids, below Linux's ephemeral range), so that two users of one machine
+/// with default settings never meet. Where two uids share a port, a
+/// participant still refuses a host run by another user (client.cpp).
+constexpr std::uint16_t default_port_for(std::uint32_t uid) { return static_cast<std::uint16_t>(30000 + uid % 2768); }
 
 /// Reads one environment variable; nullopt when unset.
 using env_lookup = std::function<std::optional<std::string>(std::string_view)>;
@@ -22,6 +27,8 @@ struct flag_inputs {
   std::optional<std::uint32_t> n;    // --n
   std::optional<std::uint32_t> rank; // --rank
   std::optional<std::string> scope;  // --scope
+  bool insecure = false;             // --insecure: take a host that does not authenticate, beyond loopback too
+  std::uint32_t uid = 0;             // not a flag: the process's uid, for default_port_for
   // false for commands that take no --n or --rank (status, abort, serve): the
   // variables that give n and rank are then not read, so that a bad one
   // (TFBARRIER_N=abc) cannot stop a command that does not use it.
@@ -48,6 +55,7 @@ struct settings {
   sourced<std::uint32_t> rank;
   sourced<std::string> scope;    ///< barrier namespace: job and attempt
   sourced<std::string> node;     ///< this machine's node name (SLURMD_NODENAME, else hostname passed in)
+  sourced<bool> insecure;        ///< --insecure or TFBARRIER_INSECURE: auth=none accepted beyond loopback
   bool addr_explicit = false;    ///< from --addr, TFBARRIER_ADDR or TFBARRIER_HOST: never self-start a host
   bool may_start_host = false;   ///< this process belongs on the host's node and may start it
   std::vector<std::string> warnings;

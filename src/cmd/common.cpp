@@ -96,6 +96,8 @@ std::optional<settings> resolve(const common_options& c, std::optional<std::uint
   f.n = n;
   f.rank = rank;
   f.counts = counts;
+  f.insecure = c.insecure;
+  f.uid = ::getuid();
   std::string error;
   auto s = resolve_settings(f, process_env(), short_hostname(), error);
   if (!s) print_error(error);
@@ -186,6 +188,7 @@ connect_options connection(const settings& s, const common_options& c) {
   o.pid = static_cast<std::uint32_t>(getpid());
   if (c.keepalive) o.keepalive = *c.keepalive;
   o.quiet_reconnect = c.quiet;
+  o.insecure = s.insecure.value.value_or(false);
   if (s.may_start_host) {
     settings copy = s;
     bool quiet = c.quiet;

@@ -120,7 +120,7 @@ void add_counts(CLI::App* sub, std::optional<std::uint32_t>& n, std::optional<st
 void add_common(CLI::App* sub, common_typed& typed) {
   common_options& c = typed.options;
   common_typed& t = typed;
-  sub->add_option("--addr", c.addr, "Host address HOST:PORT (env TFBARRIER_ADDR; default: from the launcher, else 127.0.0.1:7727)");
+  sub->add_option("--addr", c.addr, "Host address HOST:PORT (env TFBARRIER_ADDR; default: from the launcher, else 127.0.0.1 and your own port, 30000 + uid % 2768)");
   sub->add_option("--scope", c.scope, "Barrier namespace (env TFBARRIER_SCOPE; default: the Slurm job and attempt, else 'default')")
       ->check(scope_validator());
   sub->add_option("--connect-timeout", t.connect_timeout,
@@ -129,6 +129,9 @@ void add_common(CLI::App* sub, common_typed& typed) {
       ->envname("TFBARRIER_CONNECT_TIMEOUT")
       ->check(duration_validator(std::chrono::milliseconds(1)));
   sub->add_flag("-q,--quiet", c.quiet, "No progress or notes on stderr; errors still go there");
+  sub->add_flag("--insecure", c.insecure,
+                "Take the verdict of a host beyond loopback that does not authenticate (env TFBARRIER_INSECURE=1; "
+                "only on a network you trust)");
   sub->add_option("--secret-file", c.secret_file,
                   "Authenticate with the shared secret in FILE (default ~/.tfbarrier/secret if it exists)")
       ->envname("TFBARRIER_SECRET_FILE");

@@ -34,7 +34,7 @@ command_parser define_secret(CLI::App& app) {
   CLI::App* sec = app.add_subcommand("secret", "Write a fresh shared secret for authentication");
   sec->add_option("--file", o->file, "Where (default ~/.tfbarrier/secret, or TFBARRIER_SECRET_FILE)");
   sec->add_flag("--force", o->force, "Replace an existing secret (every node then needs the new one)");
-  set_footer(sec, "Example:\n  tfbarrier secret && tfbarrier serve --listen :7727\n");
+  set_footer(sec, "Example:\n  tfbarrier secret && tfbarrier serve --listen :31000\n");
   return [o] { return command_options(*o); };
 }
 

@@ -324,7 +324,7 @@ command_parser define_serve(CLI::App& app) {
   CLI::App* s = app.add_subcommand("serve", "Run the rendezvous host");
   s->add_option("--listen", serve.listen,
                 "Listen on HOST:PORT, :PORT (all interfaces) or [IPv6]:PORT; port 0 picks a free port "
-                "(default: the resolved host address, else 127.0.0.1:7727)")
+                "(default: the resolved host address, else 127.0.0.1 and your own port, 30000 + uid % 2768)")
       ->envname("TFBARRIER_LISTEN");
   s->add_flag("--daemon", serve.daemon, "Detach and print shell assignments of TFBARRIER_ADDR and TFBARRIER_PID");
   s->add_option("--log", serve.log_file, "Append the log to FILE (default: stderr; with --daemon $TMPDIR/tfbarrier-serve-UID.log)");

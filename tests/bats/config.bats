@@ -9,6 +9,8 @@ load helpers
 
 setup() {
   setup_common
+  # The default port is the user's own: 30000 + uid % 2768.
+  MYPORT=$((30000 + $(id -u) % 2768))
 }
 teardown() {
   teardown_common  # the host of the status test (it ran for ever after the suites)
@@ -57,12 +59,12 @@ bad_value() {
 
 # ---------------------------------------------------------------- launchers
 
-@test "nothing set: 127.0.0.1:7727, scope default, may start the host itself" {
+@test "nothing set: 127.0.0.1 and the user's own port, scope default, may start the host itself" {
   cfg
   assert_success
-  has_fields launcher=none addr=127.0.0.1:7727 host=127.0.0.1 port=7727 scope=default \
+  has_fields launcher=none addr=127.0.0.1:$MYPORT host=127.0.0.1 port=$MYPORT scope=default \
     n=null rank=null may_start_host=true addr_explicit=false warnings=[] \
-    source.host=default source.port=default source.scope=default source.n=unset source.rank=unset
+    source.host=default "source.port=default for uid $(id -u)" source.scope=default source.n=unset source.rank=unset
 }
 
 @test "Slurm task inside a step: n, rank, host, port and scope from srun's variables" {
@@ -102,28 +104,28 @@ bad_value() {
 @test "torchrun: RANK, WORLD_SIZE and MASTER_ADDR; MASTER_PORT is never used" {
   cfg RANK=2 WORLD_SIZE=4 LOCAL_RANK=0 MASTER_ADDR=trainer-0 MASTER_PORT=29500
   assert_success
-  has_fields launcher=torchrun addr=trainer-0:7727 host=trainer-0 port=7727 n=4 rank=2 scope=default \
-    may_start_host=false source.host=env:MASTER_ADDR source.port=default source.n=env:WORLD_SIZE \
+  has_fields launcher=torchrun addr=trainer-0:$MYPORT host=trainer-0 port=$MYPORT n=4 rank=2 scope=default \
+    may_start_host=false source.host=env:MASTER_ADDR "source.port=default for uid $(id -u)" source.n=env:WORLD_SIZE \
     source.rank=env:RANK
   [[ $output != *MASTER_PORT* && $output != *29500* ]]
   # Not even a broken MASTER_PORT matters: torch's own store owns that port.
   cfg RANK=0 WORLD_SIZE=4 MASTER_ADDR=trainer-0 MASTER_PORT=not-a-port
   assert_success
-  has_fields port=7727 source.port=default may_start_host=true
+  has_fields port=$MYPORT "source.port=default for uid $(id -u)" may_start_host=true
 }
 
 @test "torchrun elastic: the scope comes from the run id and the restart count" {
   cfg TORCHELASTIC_RUN_ID=job-17 TORCHELASTIC_RESTART_COUNT=1 RANK=0 WORLD_SIZE=2 MASTER_ADDR=10.0.0.5 \
     MASTER_PORT=29400
   assert_success
-  has_fields launcher=torchrun host=10.0.0.5 port=7727 scope=torchrun-job-17.1 \
+  has_fields launcher=torchrun host=10.0.0.5 port=$MYPORT scope=torchrun-job-17.1 \
     source.scope=derived:TORCHELASTIC_RUN_ID
 }
 
 @test "Open MPI: OMPI_COMM_WORLD_SIZE and _RANK; the host stays on loopback, with a warning" {
   cfg OMPI_COMM_WORLD_SIZE=8 OMPI_COMM_WORLD_RANK=5 OMPI_COMM_WORLD_LOCAL_RANK=1
   assert_success
-  has_fields launcher=openmpi addr=127.0.0.1:7727 n=8 rank=5 scope=default may_start_host=false \
+  has_fields launcher=openmpi addr=127.0.0.1:$MYPORT n=8 rank=5 scope=default may_start_host=false \
     source.n=env:OMPI_COMM_WORLD_SIZE source.rank=env:OMPI_COMM_WORLD_RANK source.host=default
   [[ $output == *'Open MPI does not say where rank 0 runs'* ]]
   cfg OMPI_COMM_WORLD_SIZE=8 OMPI_COMM_WORLD_RANK=0
@@ -133,7 +135,7 @@ bad_value() {
 @test "MPICH / PMI: PMI_SIZE and PMI_RANK" {
   cfg PMI_SIZE=3 PMI_RANK=1
   assert_success
-  has_fields launcher=pmi addr=127.0.0.1:7727 n=3 rank=1 scope=default may_start_host=false \
+  has_fields launcher=pmi addr=127.0.0.1:$MYPORT n=3 rank=1 scope=default may_start_host=false \
     source.n=env:PMI_SIZE source.rank=env:PMI_RANK
   [[ $output == *'PMI does not say where rank 0 runs'* ]]
 }
@@ -217,6 +219,20 @@ slurm_step=(SLURM_JOB_ID=4242 SLURM_STEP_NUM_TASKS=6 SLURM_PROCID=3 SLURM_STEP_N
   has_fields addr=node1:14242 source.host=derived:SLURM_STEP_NODELIST source.port=derived:SLURM_JOB_ID
 }
 
+@test "two users get two default ports, and --insecure or TFBARRIER_INSECURE shows with its source" {
+  cfg
+  has_fields "port=$MYPORT" insecure=false source.insecure=default
+  local other
+  other=$(setpriv --reuid=65534 --regid=65534 --clear-groups env -i PATH=/usr/bin:/bin "$TFB" config --json)
+  [[ $other == *"\"port\": $((30000 + 65534 % 2768)),"* ]]
+  [[ $other == *'"port": "default for uid 65534"'* ]]
+  cfg TFBARRIER_INSECURE=1
+  has_fields insecure=true source.insecure=env:TFBARRIER_INSECURE
+  cfg TFBARRIER_INSECURE=0 -- --insecure
+  has_fields insecure=true source.insecure=flag:--insecure
+  NAMED=TFBARRIER_INSECURE bad_value TFBARRIER_INSECURE=maybe
+}
+
 @test "TFBARRIER_* also beat torchrun's and MPI's variables, and an empty variable counts as unset" {
   cfg RANK=1 WORLD_SIZE=4 MASTER_ADDR=m TFBARRIER_N=2 TFBARRIER_RANK=0 TFBARRIER_HOST=h2
   assert_success
@@ -224,7 +240,7 @@ slurm_step=(SLURM_JOB_ID=4242 SLURM_STEP_NUM_TASKS=6 SLURM_PROCID=3 SLURM_STEP_N
     source.host=env:TFBARRIER_HOST
   cfg OMPI_COMM_WORLD_SIZE=8 OMPI_COMM_WORLD_RANK=5 TFBARRIER_N= TFBARRIER_RANK= TFBARRIER_ADDR=
   assert_success
-  has_fields n=8 rank=5 source.n=env:OMPI_COMM_WORLD_SIZE addr=127.0.0.1:7727
+  has_fields n=8 rank=5 source.n=env:OMPI_COMM_WORLD_SIZE addr=127.0.0.1:$MYPORT
 }
 
 @test "IPv6: TFBARRIER_ADDR with brackets, TFBARRIER_HOST without" {

@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "cmd/common.h"
 #include "exit_codes.h"
+#include <fmt/format.h>
 
 extern char** environ;
 
@@ -168,8 +169,10 @@ TEST_F(CommandLine, DefaultsWithoutLauncherOrVariables) {
   settings s = resolved(c.common, c.n, c.rank);
   EXPECT_EQ(s.launcher, launcher_kind::none);
   EXPECT_EQ(s.host.source, "default");
-  EXPECT_EQ(s.port.source, "default");
+  EXPECT_EQ(s.port.value, default_port_for(::getuid()));
+  EXPECT_EQ(s.port.source, fmt::format("default for uid {}", ::getuid()));
   EXPECT_EQ(s.scope.value, "default");
+  EXPECT_FALSE(*s.insecure.value);
   EXPECT_FALSE(s.n.value.has_value());
   EXPECT_FALSE(s.rank.value.has_value());
 }
@@ -183,6 +186,19 @@ TEST_F(CommandLine, ScopeFlagThenVariableThenJob) {
   EXPECT_EQ(resolved(c.common, c.n, c.rank).scope.value, "mine");
   c = options<config_options>({"config", "--scope", "theirs"});
   EXPECT_EQ(resolved(c.common, c.n, c.rank).scope.value, "theirs");
+}
+
+TEST_F(CommandLine, InsecureFlagThenVariable) {
+  env({{"TFBARRIER_INSECURE", "1"}});
+  auto w = options<wait_cmd_options>({"wait", "--name", "e"});
+  EXPECT_EQ(resolved(w.common, w.n, w.rank).insecure.source, "env:TFBARRIER_INSECURE");
+  EXPECT_TRUE(cmd::connection(resolved(w.common, w.n, w.rank), w.common).insecure);
+  env({{"TFBARRIER_INSECURE", "0"}});
+  w = options<wait_cmd_options>({"wait", "--name", "e", "--insecure"});
+  EXPECT_EQ(resolved(w.common, w.n, w.rank).insecure.source, "flag:--insecure");
+  EXPECT_TRUE(cmd::connection(resolved(w.common, w.n, w.rank), w.common).insecure);
+  w = options<wait_cmd_options>({"wait", "--name", "e"});
+  EXPECT_FALSE(cmd::connection(resolved(w.common, w.n, w.rank), w.common).insecure);
 }
 
 TEST_F(CommandLine, SecretFileFlagBeatsTheVariable) {

@@ -96,8 +96,10 @@ struct client_under_test {
   std::string client_nonce = "c11e47c11e47c11e47c11e47c11e47c1";
   std::string hello;
 
-  explicit client_under_test(std::optional<std::string> s = std::nullopt, bool pipeline = false) {
+  explicit client_under_test(std::optional<std::string> s = std::nullopt, bool pipeline = false,
+                             bool require_auth = false) {
     cfg.addr = "127.0.0.1:7727";
+    cfg.require_auth = require_auth;
     cfg.client_host = "node1";
     cfg.pid = 42;
     cfg.keepalive = std::chrono::seconds(5);
@@ -470,6 +472,26 @@ TEST(ClientConn, MungeCannotEncode) {
 // #19 item 2: before the host has greeted (and proved itself, with a secret),
 // only the handshake's own errors count; any other ERR is a protocol error.
 namespace tfb::client {
+// Beyond loopback (require_auth): a host must prove itself, unless --insecure.
+TEST(ClientConn, BeyondLoopbackAHostThatDoesNotAuthenticateIsRefused) {
+  client_under_test c(std::nullopt, false, true);
+  // expect_failed checks that nothing is sent: the request stays here.
+  expect_failed(c.feed(greeting()), exit_code::auth, "does not authenticate (auth=none)");
+  // Whatever the host says next is not acted on.
+  EXPECT_EQ(c.conn->feed(reply_line(proto::release{"b", 1, proto::verdict::stop, std::nullopt, "forged"})).event,
+            conn_event::none);
+  EXPECT_FALSE(c.conn->greeted());
+}
+
+TEST(ClientConn, BeyondLoopbackAuthenticatingHostsAreTaken) {
+  client_under_test h(std::string("s3cret"), false, true);
+  EXPECT_EQ(h.feed(hmac_greeting(h, "s3cret")).event, conn_event::greeted);
+  client_under_test m(std::nullopt, false, true);
+  EXPECT_EQ(m.feed(munge_greeting(m, 1000)).event, conn_event::greeted);
+  client_under_test insecure;  // --insecure: require_auth is false
+  EXPECT_EQ(insecure.feed(greeting()).event, conn_event::greeted);
+}
+
 TEST(ClientConnBeforeGreeting, OnlyHandshakeErrorsAreBelieved) {
   struct env_t : client_env {
     std::string nonce() override { return "00112233445566778899aabbccddeeff"; }

@@ -204,9 +204,9 @@ TEST(Defaults, NothingSet) {
   settings s = ok({});
   EXPECT_EQ(s.host.value, "127.0.0.1");
   EXPECT_EQ(s.host.source, "default");
-  EXPECT_EQ(s.port.value, default_port);
-  EXPECT_EQ(s.port.value, 7727);
-  EXPECT_EQ(s.port.source, "default");
+  EXPECT_EQ(s.port.value, default_port_for(0));
+  EXPECT_EQ(s.port.value, 30000);
+  EXPECT_EQ(s.port.source, "default for uid 0");
   EXPECT_EQ(s.n.value, std::nullopt);
   EXPECT_EQ(s.n.source, "unset");
   EXPECT_EQ(s.rank.value, std::nullopt);
@@ -218,7 +218,36 @@ TEST(Defaults, NothingSet) {
   EXPECT_FALSE(s.addr_explicit);
   EXPECT_TRUE(s.may_start_host);
   EXPECT_TRUE(s.warnings.empty());
-  EXPECT_EQ(s.addr(), "127.0.0.1:7727");
+  EXPECT_EQ(s.addr(), "127.0.0.1:30000");
+}
+
+TEST(Defaults, EachUserHasAPortOfTheirOwn) {
+  flag_inputs root, user, other;
+  user.uid = 1000;
+  other.uid = 1001;
+  EXPECT_EQ(ok({}, root).port.value, 30000);
+  EXPECT_EQ(ok({}, user).port.value, 31000);
+  EXPECT_EQ(ok({}, user).port.source, "default for uid 1000");
+  EXPECT_EQ(ok({}, other).port.value, 31001);
+  EXPECT_EQ(default_port_for(2767), 32767);  // below the ephemeral range (32768-60999)
+  EXPECT_EQ(default_port_for(2768), 30000);  // above the Slurm-derived ports (10000-29999)
+  EXPECT_EQ(default_port_for(65534), 30000 + 65534 % 2768);
+  // A launcher's or an explicit port is not per-user.
+  EXPECT_EQ(ok({{"TFBARRIER_PORT", "4000"}}, user).port.value, 4000);
+  EXPECT_EQ(ok({{"SLURM_JOB_ID", "123"}, {"SLURM_JOB_NODELIST", "n1"}}, user).port.source, "derived:SLURM_JOB_ID");
+}
+
+TEST(Defaults, InsecureFromFlagThenVariable) {
+  EXPECT_EQ(ok({}).insecure.value, false);
+  EXPECT_EQ(ok({}).insecure.source, "default");
+  flag_inputs f;
+  f.insecure = true;
+  EXPECT_EQ(ok({{"TFBARRIER_INSECURE", "0"}}, f).insecure.source, "flag:--insecure");
+  EXPECT_EQ(ok({{"TFBARRIER_INSECURE", "1"}}).insecure.value, true);
+  EXPECT_EQ(ok({{"TFBARRIER_INSECURE", "yes"}}).insecure.value, true);
+  EXPECT_EQ(ok({{"TFBARRIER_INSECURE", "false"}}).insecure.value, false);
+  EXPECT_EQ(err({{"TFBARRIER_INSECURE", "maybe"}}),
+            "TFBARRIER_INSECURE=\"maybe\" is neither 1 (yes, true) nor 0 (no, false); fix it, or unset it");
 }
 
 // ---- explicit address ----
@@ -301,10 +330,10 @@ TEST(Addr, ExplicitOnTheHostNodeStillMayNotStartTheHost) {
 
 TEST(Addr, ExactErrorMessage) {
   EXPECT_EQ(err({}, with_addr("foo")),
-            "--addr \"foo\" is not HOST:PORT: there is no :PORT; write it as node01:7727 or [fd00::1]:7727");
+            "--addr \"foo\" is not HOST:PORT: there is no :PORT; write it as node01:31000 or [fd00::1]:31000");
   EXPECT_EQ(err({{"TFBARRIER_ADDR", "foo:99999"}}),
             "TFBARRIER_ADDR=\"foo:99999\" is not HOST:PORT: the port \"99999\" is not a number from 1 to 65535; "
-            "write it as node01:7727 or [fd00::1]:7727");
+            "write it as node01:31000 or [fd00::1]:31000");
 }
 
 TEST(Addr, Malformed) {
@@ -354,9 +383,9 @@ TEST(Host, TfbarrierHostKeepsTheLauncherPort) {
 }
 
 TEST(Host, TfbarrierHostIpv6) {
-  EXPECT_EQ(ok({{"TFBARRIER_HOST", "fd00::2"}}).addr(), "[fd00::2]:7727");
+  EXPECT_EQ(ok({{"TFBARRIER_HOST", "fd00::2"}}).addr(), "[fd00::2]:30000");
   EXPECT_EQ(ok({{"TFBARRIER_HOST", "[fd00::2]"}}).host.value, "fd00::2");
-  EXPECT_EQ(ok({{"TFBARRIER_HOST", "10.0.0.9"}}).addr(), "10.0.0.9:7727");
+  EXPECT_EQ(ok({{"TFBARRIER_HOST", "10.0.0.9"}}).addr(), "10.0.0.9:30000");
 }
 
 TEST(Host, TfbarrierHostMalformed) {
@@ -503,15 +532,15 @@ TEST(TorchrunHost, MasterAddr) {
 
 TEST(TorchrunHost, MasterPortIsNeverUsed) {
   settings s = ok(torchrun_worker());
-  EXPECT_EQ(s.port.value, default_port);
-  EXPECT_EQ(s.port.source, "default");
-  EXPECT_EQ(s.addr(), "trainer0:7727");
+  EXPECT_EQ(s.port.value, default_port_for(0));
+  EXPECT_EQ(s.port.source, "default for uid 0");
+  EXPECT_EQ(s.addr(), "trainer0:30000");
 }
 
 TEST(TorchrunHost, Ipv6MasterAddr) {
   env_map env = torchrun_worker();
   env["MASTER_ADDR"] = "fd00::7";
-  EXPECT_EQ(ok(env).addr(), "[fd00::7]:7727");
+  EXPECT_EQ(ok(env).addr(), "[fd00::7]:30000");
 }
 
 TEST(TorchrunHost, MissingMasterAddr) {
@@ -532,7 +561,7 @@ TEST(LoopbackHost, OpenMpiAndPmiUseLoopbackWithAWarning) {
     settings s = ok(env);
     EXPECT_EQ(s.host.value, "127.0.0.1") << to_string(s.launcher);
     EXPECT_EQ(s.host.source, "default");
-    EXPECT_EQ(s.port.value, default_port);
+    EXPECT_EQ(s.port.value, default_port_for(0));
     ASSERT_EQ(s.warnings.size(), 1u) << to_string(s.launcher);
     EXPECT_CONTAINS(s.warnings[0], "127.0.0.1");
     EXPECT_CONTAINS(s.warnings[0], "TFBARRIER_HOST");
@@ -1059,8 +1088,8 @@ TEST(Json, AllKeysAndSources) {
   EXPECT_EQ(j["source"]["rank"], "env:SLURM_PROCID");
   EXPECT_EQ(j["source"]["scope"], "derived:SLURM_JOB_ID");
   EXPECT_EQ(j["source"]["node"], "env:SLURMD_NODENAME");
-  EXPECT_EQ(j.size(), 12u);
-  EXPECT_EQ(j["source"].size(), 6u);
+  EXPECT_EQ(j.size(), 13u);
+  EXPECT_EQ(j["source"].size(), 7u);
 }
 
 TEST(Json, UnsetValuesAreNull) {
@@ -1076,7 +1105,7 @@ TEST(Json, WarningsAndIndentedKeyOrder) {
   std::string text = settings_to_json(ok(openmpi_rank("0")));
   auto j = nlohmann::json::parse(text);
   ASSERT_EQ(j["warnings"].size(), 1u);
-  EXPECT_EQ(text.rfind("{\n  \"addr\": \"127.0.0.1:7727\",\n  \"host\"", 0), 0u) << text;
+  EXPECT_EQ(text.rfind("{\n  \"addr\": \"127.0.0.1:30000\",\n  \"host\"", 0), 0u) << text;
   EXPECT_LT(text.find("\"launcher\""), text.find("\"warnings\""));
 }
 
@@ -1098,6 +1127,7 @@ TEST(Text, AlignedLinesWithSources) {
             "rank            5             (env:SLURM_PROCID)\n"
             "scope           slurm-4242.0  (derived:SLURM_JOB_ID)\n"
             "node            n03           (env:SLURMD_NODENAME)\n"
+            "insecure        no            (default)\n"
             "addr_explicit   no\n"
             "may_start_host  no\n");
 }
