@@ -30,10 +30,11 @@ setup() {
   cd "$BATS_TEST_TMPDIR" || return
   # shellcheck disable=SC2034  # read by spawn (helpers.bash)
   SPAWN_LIMIT=90  # a participant waits through a link that is down for a while
-  # A later change makes serve refuse non-loopback addresses without
-  # authentication unless --insecure is given; pass it only where it exists.
-  INSECURE=()
-  if "$TFB" serve --help | grep -q -- '--insecure'; then INSECURE=(--insecure); fi
+  # Beyond loopback serve refuses to run without authentication unless told
+  # --insecure, and a participant refuses such a host (exit 77) unless told
+  # TFBARRIER_INSECURE=1 (or --insecure): these tests are about the network.
+  INSECURE=(--insecure)
+  NODE_ENV=(TFBARRIER_INSECURE=1)
   start_ns_host
 }
 
@@ -44,8 +45,9 @@ teardown() {
 }
 
 # in_node NODE: the command that runs a program inside tfb-NODE with no
-# variables but HOME and PATH (`ip netns exec` and `env` exec it), in IN_NODE.
-in_node() { IN_NODE=(ip netns exec "tfb-$1" env -i HOME="$HOME" PATH=/usr/bin:/bin); }
+# variables but HOME, PATH and those of NODE_ENV (`ip netns exec` and `env`
+# exec it), in IN_NODE.
+in_node() { IN_NODE=(ip netns exec "tfb-$1" env -i HOME="$HOME" PATH=/usr/bin:/bin "${NODE_ENV[@]}"); }
 
 # tfb_in NODE ARGS...: tfbarrier inside tfb-NODE.
 tfb_in() {
@@ -129,6 +131,27 @@ names_missing_rank2() {
   expect_exits 0 name0 addr1 name2 addr3
   run -0 grep -c 'release x#1: 4 participants' "$HOST_LOG"
   assert_output 1
+}
+
+@test "a participant without --insecure refuses a host beyond loopback that does not authenticate (77), before sending its request" {
+  NODE_ENV=()
+  in_node node2
+  run -77 --separate-stderr timeout 20 "${IN_NODE[@]}" "$TFB" wait --name secretname --n 2 --rank 1 \
+    --addr "10.231.0.1:$PORT"
+  [[ $stderr == *"the host at 10.231.0.1:$PORT does not authenticate (auth=none)"*"--insecure"* ]]
+  # The host never saw the barrier's name: only HELLO went out.
+  ! grep -q secretname "$HOST_LOG"
+  NODE_ENV=(TFBARRIER_INSECURE=1)
+  in_node node2
+  run -0 --separate-stderr timeout 20 "${IN_NODE[@]}" "$TFB" status --addr "10.231.0.1:$PORT" --json
+  [[ $output != *secretname* ]]
+  # Told --insecure (flag or variable), the same participant takes the host.
+  NODE_ENV=()
+  participant node2 p1 "10.231.0.1:$PORT" --n 2 --rank 1 --insecure
+  NODE_ENV=(TFBARRIER_INSECURE=1)
+  participant node3 p2 "10.231.0.1:$PORT" --n 2 --rank 0
+  expect_exits 0 p1 p2
+  grep -q "arrive x#1: " "$HOST_LOG"  # arrivals are logged by name: the check above could fail
 }
 
 @test "node3's link is down before it arrives: the others are not released, their timeout names rank 2; after link up all are released" {

@@ -381,6 +381,8 @@ class Harness:
              "TFBARRIER_KEEPALIVE": self.args.keepalive, "TFBARRIER_CONNECT_TIMEOUT": self.args.connect_timeout}
         if self.secret:
             e["TFBARRIER_SECRET_FILE"] = self.secret
+        elif self.netns:
+            e["TFBARRIER_INSECURE"] = "1"  # the host runs serve --insecure beyond loopback
         for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):  # for a sanitizer build (--bin)
             if k in os.environ:
                 e[k] = os.environ[k]
