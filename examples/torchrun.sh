@@ -5,8 +5,8 @@
 # --rank or --addr below and no host to start:
 #   n      WORLD_SIZE
 #   rank   RANK
-#   host   MASTER_ADDR, port 7727 (MASTER_PORT is torchrun's own store; set
-#          TFBARRIER_PORT if 7727 is taken)
+#   host   MASTER_ADDR, port 30000 + uid % 2768, the user's own (MASTER_PORT is
+#          torchrun's own store; set TFBARRIER_PORT if that one is taken)
 #   scope  torchrun-<TORCHELASTIC_RUN_ID>.<TORCHELASTIC_RESTART_COUNT>: a
 #          restarted group never meets the one before it
 # Rank 0 starts the host when none answers (log in
