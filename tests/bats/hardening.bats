@@ -12,6 +12,7 @@ setup() {
 teardown() {
   teardown_common
   [ -z "${SELF_PORT:-}" ] || stop_self_started_on_port "$SELF_PORT"
+  [ -z "${SELF_PORT2:-}" ] || stop_self_started_on_port "$SELF_PORT2"
   [ -z "${OTHER_PID:-}" ] || { kill "$OTHER_PID" 2>/dev/null; wait "$OTHER_PID" 2>/dev/null || :; }
   teardown_other_uid
 }
@@ -182,6 +183,29 @@ other_host() {
   # The stranger's host never heard of the barrier, nor of the message.
   run grep -E 'epoch1|secret-plan|arrive' "$BATS_TEST_TMPDIR/other.log"
   assert_output ""
+}
+
+@test "two users with default settings never meet: each starts a host of their own, on their own port" {
+  other_uid_tfb tfbtest
+  local mine theirs home p pid
+  mine=$((30000 + $(id -u) % 2768))
+  theirs=$((30000 + $(id -u tfbtest) % 2768))
+  [ "$mine" != "$theirs" ]
+  for p in $mine $theirs; do
+    if ss -Htln "sport = :$p" | grep -q .; then skip "port $p is taken on this machine"; fi
+  done
+  SELF_PORT=$mine
+  SELF_PORT2=$theirs
+  home=$BATS_TEST_TMPDIR/theirs
+  mkdir -m 0700 "$home"
+  chown tfbtest "$home"
+  run -0 timeout 30 env -i HOME="$BATS_TEST_TMPDIR" PATH=/usr/bin:/bin "$TFB" wait --name e --n 1
+  run -0 timeout 30 runuser -u tfbtest -- env -i HOME="$home" PATH=/usr/bin:/bin "$OTHER_TFB" wait --name e --n 1
+  # Two hosts, each run by its user, on that user's port.
+  pid=$(ss -Htlnp "sport = :$mine" | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -1)
+  assert_equal "$(ps -o user= -p "$pid")" "$(id -un)"
+  pid=$(ss -Htlnp "sport = :$theirs" | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -1)
+  assert_equal "$(ps -o user= -p "$pid")" tfbtest
 }
 
 @test "a participant takes its own user's host on loopback, as before" {

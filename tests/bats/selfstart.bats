@@ -2,7 +2,7 @@
 # Zero configuration in a plain shell: no launcher, no TFBARRIER_ADDR, no host.
 # The first participant that finds no host starts one itself
 # (`tfbarrier serve --self-started`, log in ~/.tfbarrier/serve-NODE.log).
-# TFBARRIER_PORT is a free port, so nothing on 7727 is touched, and each test
+# TFBARRIER_PORT is a free port, so no default port is touched, and each test
 # has its own HOME, so the log is its own. Participants run under `env -i`
 # with only the variables named here.
 # shellcheck disable=SC2154  # $stderr is set by `run --separate-stderr`
