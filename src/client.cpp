@@ -49,6 +49,7 @@ struct conn_end {
     over,               ///< the call has its outcome
     lost,               ///< the connection was lost: `why`
     retry_with_secret,  ///< the host authenticates: connect again, the request after the handshake
+    busy,               ///< the host is full: connect again after a back-off (`why`: its words)
   } k = kind::over;
   std::string why;
 };
@@ -226,7 +227,13 @@ class engine {
     co_return false;
   }
 
-  outcome unreachable(const std::string& why) {
+  outcome unreachable(std::string why) {
+    if (!busy_.empty())  // the host was there, but full: say so, and what would make room
+      return outcome{exit_code::unreachable, "",
+                     fmt::format("{}the host at {} stayed busy for {} (ERR BUSY: {}{}): raise its limits (serve "
+                                 "--max-connections, --max-per-address, ulimit -n), check its munged, or try later",
+                                 lost_.empty() ? std::string() : lost_ + ", and then ", o_.addr,
+                                 format_duration(o_.connect_timeout), busy_, why.empty() ? "" : "; then " + why)};
     return outcome{exit_code::unreachable, "",
                    fmt::format("{}cannot reach the host at {} within {} ({}); is `tfbarrier serve` running there? "
                                "Check --addr, TFBARRIER_ADDR or TFBARRIER_HOST and TFBARRIER_PORT (`tfbarrier config` says which set it), "
@@ -261,6 +268,7 @@ class engine {
         finish(*interrupting_);
         co_return;
       }
+      if (end.k == conn_end::kind::busy && !co_await back_off_busy(end.why)) co_return;
       bool lost = end.k == conn_end::kind::lost;
       if (!resumable_ && lost) {
         finish(outcome{exit_code::unreachable, "", end.why});
@@ -277,6 +285,32 @@ class engine {
       writing_ = false;
       timed_out_connecting_ = false;
     }
+  }
+
+  /// The host said BUSY before greeting (full of connections, or of MUNGE
+  /// calls): wait a while, with jitter so that a crowd does not come back at
+  /// once, and connect again, within the connect budget. False once the call
+  /// is over (the budget is spent, or it was interrupted).
+  awaitable<bool> back_off_busy(const std::string& why) {
+    if (busy_.empty() && !o_.quiet_reconnect)
+      tfb::print(stderr, "tfbarrier: the host at {} is busy ({}); trying again for up to {}\n", o_.addr, why,
+                 format_duration(o_.connect_timeout));
+    busy_ = why;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(budget_from_ + o_.connect_timeout - clock::now());
+    if (left <= 0ms) {
+      finish(unreachable(""));
+      co_return false;
+    }
+    std::uint32_t seed;
+    auth::fill_random(&seed, sizeof seed);
+    std::mt19937 rng(seed);
+    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
+        busy_backoff_ * std::uniform_real_distribution<double>(0.5, 1.5)(rng));
+    busy_backoff_ = std::min<std::chrono::milliseconds>(busy_backoff_ * 2, 1s);
+    asio::steady_timer t(io_, std::min(wait, left));
+    asio::error_code ec;
+    co_await t.async_wait(asio::redirect_error(use_awaitable, ec));
+    co_return !done();
   }
 
   /// One connection: how it ended (over when the call finished).
@@ -361,6 +395,10 @@ class engine {
         }
         end.k = conn_end::kind::retry_with_secret;
         return true;
+      case client::conn_event::busy:
+        end.k = conn_end::kind::busy;
+        end.why = std::move(out.error);
+        return true;
     }
     return false;
   }
@@ -419,7 +457,9 @@ class engine {
   std::optional<client::client_conn> conn_;  ///< the current (or last) connection's state
   bool resumable_ = false;
   bool pipelined_ = false, no_pipeline_ = false;
-  bool peer_loopback_ = false;  // the address connected to is this machine's (address.h)
+  bool peer_loopback_ = false;
+  std::string busy_;  // the host's words when it last answered BUSY ("": never)
+  std::chrono::milliseconds busy_backoff_{100};  // the address connected to is this machine's (address.h)
   std::uint64_t conn_gen_ = 0;  ///< which connection the write queue belongs to
   std::string lost_;            ///< why the last connection was lost, for the final message
   bool connected_ = false;

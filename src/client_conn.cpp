@@ -89,6 +89,13 @@ conn_output client_conn::feed(std::string l) {
                   fmt::format("the program at {} answered ERR {} before it greeted as a tfbarrier host; if another "
                               "program has that port, set TFBARRIER_PORT or --addr",
                               cfg_.addr, proto::to_string(e->kind)));
+    if (e->kind == k::busy && !greeted_) {  // full now, perhaps not in a moment
+      over_ = true;
+      conn_output out;
+      out.event = conn_event::busy;
+      out.error = e->text;
+      return out;
+    }
     if (e->kind == k::version)  // the host's text names its version; say ours, and what to do
       return fail(exit_code::protocol,
                   fmt::format("the host at {} refused this tfbarrier {} (protocol version {}): {}; run the same "

@@ -56,6 +56,10 @@ enum class conn_event {
   /// The host authenticates, and the request went with HELLO: connect again,
   /// without pipelining, with the secret (loaded from its file if none was given).
   retry_with_secret,
+  /// The host is full (ERR BUSY before its greeting: out of connections, or
+  /// of MUNGE capacity): connect again after a back-off, within the connect
+  /// budget. conn_output::error holds the host's words.
+  busy,
 };
 
 struct conn_output {

@@ -32,6 +32,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -224,6 +225,15 @@ class session : public std::enable_shared_from_this<session> {
     flush();
   }
   void stop();
+  /// Closes a connection that has not authenticated, to make room: ERR BUSY
+  /// if the kernel takes it at once (nothing waits for a slow reader).
+  void evict(const std::string& text) {
+    if (stopped_) return;
+    std::string msg = proto::format_reply(proto::error_reply{proto::error_kind::busy, text});
+    asio::error_code ec;
+    socket_.write_some(asio::buffer(msg), ec);  // non-blocking since start()
+    stop();
+  }
   conn_id id() const { return id_; }
   const std::string& remote() const { return remote_; }
   const std::string& peer_addr() const { return peer_addr_; }
@@ -248,6 +258,7 @@ class session : public std::enable_shared_from_this<session> {
   bool held_ = false;          // in the server's list of writes held back (write_batch)
   bool close_after_flush_ = false;
   bool stopped_ = false;
+  bool authenticated_ = false;  // told the server (server::authenticated)
   host_conn conn_;             // the protocol's state of this connection
   // A MUNGE call this connection waits for, and its deadline; only while it does.
   struct munge_wait {
@@ -402,6 +413,7 @@ class server {
   munge_pool& munge() { return munge_pool_; }
 
   void remove(conn_id id, const std::string& peer) {
+    unauthenticated_.erase(id);
     if (sessions_.erase(id) != 0) {
       auto it = per_address_.find(peer);
       if (it != per_address_.end() && --it->second == 0) per_address_.erase(it);
@@ -410,6 +422,9 @@ class server {
   }
   bool stopping() const { return stopping_; }
   const std::string& address() const { return address_; }
+  /// The connection has authenticated (or greeted, where the host does not
+  /// authenticate): it is no longer the first to go when the host is full.
+  void authenticated(conn_id id) { unauthenticated_.erase(id); }
 
   // Replies made while one client's input is handled are held back and
   // written once at the end, each session's in one write: a participant's
@@ -466,6 +481,12 @@ class server {
   std::unique_ptr<journal> journal_;
   local_door door_{state_};
   std::unordered_map<conn_id, std::shared_ptr<session>> sessions_;
+  // Connections that have not authenticated yet, oldest (smallest id) first:
+  // when the host is full, the first to go, so that idle sockets cannot
+  // crowd out participants. Authenticated ones are not in it, so it costs a
+  // waiting participant nothing.
+  std::set<conn_id> unauthenticated_;
+  bool evict_oldest_unauthenticated(const std::string& newcomer);
   conn_id next_id_ = 1;
   bool stopping_ = false;
   millis last_active_ = 0;
@@ -664,6 +685,10 @@ void session::follow(host_step& s) {
   if (!s.bad_client.empty()) srv_.event(fmt::format("bad client {}: {}", remote_, s.bad_client));
   if (s.auth_failed) ++srv_.metrics().counters.auth_failures;  // metrics (issue 21)
   if (!s.warning.empty()) srv_.log(s.warning);
+  if (!authenticated_ && conn_.authenticated()) {
+    authenticated_ = true;
+    srv_.authenticated(id_);
+  }
   if (s.timer == host_step::deadline::handshake_over) {
     handshake_timer_.cancel();
     if (conn_.keepalive_ms() > 0) watch_liveness();
@@ -909,6 +934,8 @@ awaitable<void> server::accept_loop() {
     asio::error_code aec;
     auto ep = s.remote_endpoint(aec);
     std::string peer = aec ? std::string("?") : ep.address().to_string();
+    if (sessions_.size() >= max_connections_ && per_address_[peer] < opts_.max_per_address)
+      evict_oldest_unauthenticated(peer);
     std::size_t& from_peer = per_address_[peer];
     if (sessions_.size() >= max_connections_ || from_peer >= opts_.max_per_address) {
       bool total = sessions_.size() >= max_connections_;
@@ -928,8 +955,28 @@ awaitable<void> server::accept_loop() {
     auto sess = std::make_shared<session>(*this, std::move(s), id, peer,
                                           aec ? std::string("?") : fmt::format("{}:{}", peer, ep.port()));
     sessions_.emplace(id, sess);
+    unauthenticated_.insert(id);
     sess->start();
   }
+}
+
+// The host is full and a newcomer knocks: the connection that has waited
+// longest without authenticating goes, not the newcomer. False when every
+// connection has authenticated (then the newcomer is refused).
+bool server::evict_oldest_unauthenticated(const std::string& newcomer) {
+  if (unauthenticated_.empty()) return false;
+  conn_id oldest = *unauthenticated_.begin();
+  auto it = sessions_.find(oldest);
+  if (it == sessions_.end()) {  // not expected: remove() keeps both in step
+    unauthenticated_.erase(unauthenticated_.begin());
+    return false;
+  }
+  std::shared_ptr<session> s = it->second;
+  event(fmt::format("warning: {} connections open (limit {}): closing the oldest that has not authenticated, from "
+                    "{}, to make room for one from {}",
+                    sessions_.size(), max_connections_, s->remote(), newcomer));
+  s->evict("the host is full and this connection had not authenticated: closed to make room; try again");
+  return true;
 }
 
 awaitable<void> server::prune_loop() {

@@ -335,7 +335,7 @@ command_parser define_serve(CLI::App& app) {
   s->add_option("--state-dir", serve.state_dir,
                 "Journal verdicts and releases in DIR (flushed before they are acknowledged) and restore them at start")
       ->envname("TFBARRIER_STATE_DIR");
-  s->add_option("--max-connections", serve.max_connections, "Refuse connections past N (default: the descriptor limit)")
+  s->add_option("--max-connections", serve.max_connections, "Hold at most N connections; when full, close the oldest that has not authenticated (default: the descriptor limit)")
       ->transform(connection_limit_validator());
   s->add_option("--max-per-address", serve.max_per_address, "Refuse connections past N from one address (default 16384)")
       ->transform(connection_limit_validator());

@@ -218,7 +218,13 @@ TEST(ClientConn, ErrReplies) {
     // ... where only the handshake's own errors are believed (#19 item 2).
     bool handshake = k.kind == proto::error_kind::version || k.kind == proto::error_kind::busy ||
                      k.kind == proto::error_kind::auth || k.kind == proto::error_kind::badrequest;
-    if (handshake)
+    if (k.kind == proto::error_kind::busy) {  // a full host: back off and connect again (#19 item 6)
+      auto out = before.feed(proto::error_reply{k.kind, "told so"});
+      EXPECT_EQ(out.event, conn_event::busy);
+      EXPECT_EQ(out.error, "told so");
+      EXPECT_TRUE(out.bytes.empty());
+      EXPECT_EQ(before.feed(greeting()).event, conn_event::none);  // over: nothing more is acted on
+    } else if (handshake)
       expect_failed(before.feed(proto::error_reply{k.kind, "told so"}), k.code, "told so");
     else
       expect_failed(before.feed(proto::error_reply{k.kind, "told so"}), exit_code::protocol, "before it greeted");
@@ -522,6 +528,7 @@ TEST(ClientConnBeforeGreeting, OnlyHandshakeErrorsAreBelieved) {
   client_conn c(cfg, env, "ARRIVE name=a scope=default id=x n=2 rank=0\n");
   (void)c.start("00112233445566778899aabbccddeeff");
   auto out = c.feed("ERR BUSY :too many connections");
-  EXPECT_EQ(out.exit_code, 69);
+  EXPECT_EQ(out.event, conn_event::busy);  // believed: connect again later
+  EXPECT_EQ(out.error, "too many connections");
 }
 }  // namespace tfb::client
