@@ -221,6 +221,15 @@ std::optional<T> number(std::string_view s) {
 }
 }  // namespace
 
+namespace {
+/// The value of key k in l, or null with error set.
+const std::string* need(const proto::line& l, std::string_view k, std::string& error) {
+  const std::string* v = l.get(k);
+  if (!v) error = fmt::format("{} lacks {}=", l.verb, k);
+  return v;
+}
+}  // namespace
+
 bool round_parser::feed(std::string_view raw, std::string& error) {
   std::string why;
   auto l = proto::parse_line(raw, why);
@@ -228,117 +237,117 @@ bool round_parser::feed(std::string_view raw, std::string& error) {
     error = why;
     return false;
   }
-  auto field = [&](std::string_view k) -> const std::string* {
-    const std::string* v = l->get(k);
-    if (!v) error = fmt::format("{} lacks {}=", l->verb, k);
-    return v;
-  };
-  if (l->verb == "ROUND") {
-    if (pending_) {
-      error = fmt::format("a ROUND came before the {} arrivals of round {} were listed", expected_, pending_->seq);
-      return false;
-    }
-    round_view r;
-    const std::string *seq = field("seq"), *scope = field("scope"), *name = field("name"), *gen = field("gen"),
-                      *n = field("n"), *end = field("end"), *verdict = field("verdict"), *at = field("at"),
-                      *ms = field("ms"), *wd = field("withdrawn"), *to = field("timeouts"), *count = field("count");
-    if (!error.empty()) return false;
-    auto bad = [&](std::string_view k, const std::string& v) {
-      error = fmt::format("ROUND has a bad {}={}", k, v);
-      return false;
-    };
-    auto s = number<std::uint64_t>(*seq);
-    if (!s || *s == 0) return bad("seq", *seq);
-    r.seq = *s;
-    if (!proto::valid_name(*scope)) return bad("scope", *scope);
-    if (!proto::valid_name(*name)) return bad("name", *name);
-    r.scope = *scope;
-    r.name = *name;
-    auto g = number<std::uint64_t>(*gen);
-    if (!g) return bad("gen", *gen);
-    r.gen = *g;
-    if (*n != "-") {
-      auto nn = number<std::uint32_t>(*n);
-      if (!nn || *nn == 0 || *nn > proto::max_n) return bad("n", *n);
-      r.n = *nn;
-    }
-    if (*end == "release") r.end = round_record::ending::release;
-    else if (*end == "abort") r.end = round_record::ending::abort;
-    else return bad("end", *end);
-    if (*verdict == "-") r.v = proto::verdict::none;
-    else if (auto v = proto::parse_verdict(*verdict)) r.v = *v;
-    else return bad("verdict", *verdict);
-    auto a = number<std::int64_t>(*at);
-    if (!a) return bad("at", *at);
-    r.at_ms = *a;
-    auto d = number<std::uint32_t>(*ms);
-    if (!d) return bad("ms", *ms);
-    r.duration_ms = *d;
-    auto w = number<std::uint32_t>(*wd);
-    if (!w) return bad("withdrawn", *wd);
-    r.withdrawn = *w;
-    auto t = number<std::uint32_t>(*to);
-    if (!t) return bad("timeouts", *to);
-    r.timeouts = *t;
-    auto c = number<std::uint32_t>(*count);
-    if (!c || *c > proto::max_n) return bad("count", *count);
-    expected_ = *c;
-    r.arrivals.reserve(*c);
-    if (expected_ == 0) {
-      done_.push_back(std::move(r));
-    } else {
-      pending_ = std::move(r);
-    }
-    return true;
-  }
-  if (l->verb == "ARR") {
-    if (!pending_) {
-      error = "an ARR line outside a round";
-      return false;
-    }
-    const std::string* a = field("a");
-    if (!a) return false;
-    std::string_view rest = *a;
-    while (!rest.empty()) {
-      std::size_t comma = rest.find(',');
-      std::string_view item = rest.substr(0, comma);
-      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-      std::size_t at = item.find('@'), plus = item.rfind('+');
-      if (at == std::string_view::npos || plus == std::string_view::npos || plus < at + 2) {
-        error = fmt::format("bad arrival '{}' (expected RANK@NODE+MS)", item.substr(0, 64));
-        return false;
-      }
-      round_view::arrival ar;
-      std::string_view rank = item.substr(0, at);
-      if (rank != "-") {
-        auto rk = number<std::uint32_t>(rank);
-        if (!rk || (pending_->n && *rk >= *pending_->n)) {
-          error = fmt::format("bad rank in arrival '{}'", item.substr(0, 64));
-          return false;
-        }
-        ar.rank = *rk;
-      }
-      ar.node = std::string(item.substr(at + 1, plus - at - 1));
-      auto off = number<std::uint32_t>(item.substr(plus + 1));
-      if (!off) {
-        error = fmt::format("bad offset in arrival '{}'", item.substr(0, 64));
-        return false;
-      }
-      ar.offset_ms = *off;
-      if (pending_->arrivals.size() >= expected_) {
-        error = fmt::format("round {} lists more than its count={} arrivals", pending_->seq, expected_);
-        return false;
-      }
-      pending_->arrivals.push_back(std::move(ar));
-    }
-    if (pending_->arrivals.size() == expected_) {
-      done_.push_back(std::move(*pending_));
-      pending_.reset();
-    }
-    return true;
-  }
+  if (l->verb == "ROUND") return feed_round(*l, error);
+  if (l->verb == "ARR") return feed_arrivals(*l, error);
   error = fmt::format("unexpected line '{}'", l->verb.substr(0, 32));
   return false;
+}
+
+bool round_parser::feed_round(const proto::line& l, std::string& error) {
+  auto field = [&](std::string_view k) { return need(l, k, error); };
+  if (pending_) {
+    error = fmt::format("a ROUND came before the {} arrivals of round {} were listed", expected_, pending_->seq);
+    return false;
+  }
+  round_view r;
+  const std::string *seq = field("seq"), *scope = field("scope"), *name = field("name"), *gen = field("gen"),
+                    *n = field("n"), *end = field("end"), *verdict = field("verdict"), *at = field("at"),
+                    *ms = field("ms"), *wd = field("withdrawn"), *to = field("timeouts"), *count = field("count");
+  if (!error.empty()) return false;
+  auto bad = [&](std::string_view k, const std::string& v) {
+    error = fmt::format("ROUND has a bad {}={}", k, v);
+    return false;
+  };
+  auto s = number<std::uint64_t>(*seq);
+  if (!s || *s == 0) return bad("seq", *seq);
+  r.seq = *s;
+  if (!proto::valid_name(*scope)) return bad("scope", *scope);
+  if (!proto::valid_name(*name)) return bad("name", *name);
+  r.scope = *scope;
+  r.name = *name;
+  auto g = number<std::uint64_t>(*gen);
+  if (!g) return bad("gen", *gen);
+  r.gen = *g;
+  if (*n != "-") {
+    auto nn = number<std::uint32_t>(*n);
+    if (!nn || *nn == 0 || *nn > proto::max_n) return bad("n", *n);
+    r.n = *nn;
+  }
+  if (*end == "release") r.end = round_record::ending::release;
+  else if (*end == "abort") r.end = round_record::ending::abort;
+  else return bad("end", *end);
+  if (*verdict == "-") r.v = proto::verdict::none;
+  else if (auto v = proto::parse_verdict(*verdict)) r.v = *v;
+  else return bad("verdict", *verdict);
+  auto a = number<std::int64_t>(*at);
+  if (!a) return bad("at", *at);
+  r.at_ms = *a;
+  auto d = number<std::uint32_t>(*ms);
+  if (!d) return bad("ms", *ms);
+  r.duration_ms = *d;
+  auto w = number<std::uint32_t>(*wd);
+  if (!w) return bad("withdrawn", *wd);
+  r.withdrawn = *w;
+  auto t = number<std::uint32_t>(*to);
+  if (!t) return bad("timeouts", *to);
+  r.timeouts = *t;
+  auto c = number<std::uint32_t>(*count);
+  if (!c || *c > proto::max_n) return bad("count", *count);
+  expected_ = *c;
+  r.arrivals.reserve(*c);
+  if (expected_ == 0) {
+    done_.push_back(std::move(r));
+  } else {
+    pending_ = std::move(r);
+  }
+  return true;
+}
+
+bool round_parser::feed_arrivals(const proto::line& l, std::string& error) {
+  if (!pending_) {
+    error = "an ARR line outside a round";
+    return false;
+  }
+  const std::string* a = need(l, "a", error);
+  if (!a) return false;
+  std::string_view rest = *a;
+  while (!rest.empty()) {
+    std::size_t comma = rest.find(',');
+    std::string_view item = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    std::size_t at = item.find('@'), plus = item.rfind('+');
+    if (at == std::string_view::npos || plus == std::string_view::npos || plus < at + 2) {
+      error = fmt::format("bad arrival '{}' (expected RANK@NODE+MS)", item.substr(0, 64));
+      return false;
+    }
+    round_view::arrival ar;
+    std::string_view rank = item.substr(0, at);
+    if (rank != "-") {
+      auto rk = number<std::uint32_t>(rank);
+      if (!rk || (pending_->n && *rk >= *pending_->n)) {
+        error = fmt::format("bad rank in arrival '{}'", item.substr(0, 64));
+        return false;
+      }
+      ar.rank = *rk;
+    }
+    ar.node = std::string(item.substr(at + 1, plus - at - 1));
+    auto off = number<std::uint32_t>(item.substr(plus + 1));
+    if (!off) {
+      error = fmt::format("bad offset in arrival '{}'", item.substr(0, 64));
+      return false;
+    }
+    ar.offset_ms = *off;
+    if (pending_->arrivals.size() >= expected_) {
+      error = fmt::format("round {} lists more than its count={} arrivals", pending_->seq, expected_);
+      return false;
+    }
+    pending_->arrivals.push_back(std::move(ar));
+  }
+  if (pending_->arrivals.size() == expected_) {
+    done_.push_back(std::move(*pending_));
+    pending_.reset();
+  }
+  return true;
 }
 
 std::string file_header() { return fmt::format("TFBHISTORY v={}\n", format_version); }

@@ -161,6 +161,8 @@ class round_parser {
   std::vector<round_view> take() { return std::exchange(done_, {}); }
 
  private:
+  bool feed_round(const proto::line& l, std::string& error);     // ROUND: a round's fields
+  bool feed_arrivals(const proto::line& l, std::string& error);  // ARR: some of its arrivals
   std::optional<round_view> pending_;
   std::uint32_t expected_ = 0;
   std::vector<round_view> done_;

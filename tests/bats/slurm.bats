@@ -88,6 +88,7 @@ wait_job() {
     assert_output "addr=node1:$port
 addr_explicit=false
 host=node1
+insecure=false
 launcher=slurm
 may_start_host=$may
 n=6
@@ -96,6 +97,7 @@ port=$port
 rank=$t
 scope=slurm-$jid.0
 source.host=derived:SLURM_STEP_NODELIST
+source.insecure=default
 source.n=env:SLURM_STEP_NUM_TASKS
 source.node=env:SLURMD_NODENAME
 source.port=derived:SLURM_JOB_ID
