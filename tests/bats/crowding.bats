@@ -39,6 +39,17 @@ PY
   return 1
 }
 
+# fill_host NAME: a host of 3 connections at most, all three taken by
+# participants w1, w2, w3 waiting at NAME (a round of 5).
+fill_host() {
+  start_host --max-connections 3
+  spawn_wait w1 --name "$1" --n 5
+  spawn_wait w2 --name "$1" --n 5
+  wait_arrived "$1" 2  # status takes the third connection for a moment
+  spawn_wait w3 --name "$1" --n 5
+  wait_for_log "arrive $1#1: .*, 3/5"
+}
+
 @test "350 idle sockets from 127.0.0.2-.8 do not crowd out a participant with the secret: the oldest idle one makes room" {
   run -0 "$TFB" secret --file "$BATS_TEST_TMPDIR/secret"
   start_host --max-per-address 50 --max-connections 300 --secret-file "$BATS_TEST_TMPDIR/secret"
@@ -52,12 +63,7 @@ PY
 }
 
 @test "a host full of real participants: a newcomer is told BUSY, retries, and exits 69 after --connect-timeout saying the host stayed busy" {
-  start_host --max-connections 3
-  spawn_wait w1 --name full --n 5
-  spawn_wait w2 --name full --n 5
-  wait_arrived full 2
-  spawn_wait w3 --name full --n 5
-  wait_for_log "arrive full#1: .*, 3/5"
+  fill_host full
   local t0 took
   t0=$(now_ms)
   run -69 --separate-stderr timeout 30 "$TFB" wait --name full --n 5 --connect-timeout 3s
@@ -70,12 +76,7 @@ PY
 }
 
 @test "a newcomer told BUSY gets in once a participant leaves, within its --connect-timeout" {
-  start_host --max-connections 3
-  spawn_wait w1 --name slot --n 5
-  spawn_wait w2 --name slot --n 5
-  wait_arrived slot 2
-  spawn_wait w3 --name slot --n 5
-  wait_for_log "arrive slot#1: .*, 3/5"
+  fill_host slot
   spawn_wait w4 --name slot --n 5 --connect-timeout 30s
   wait_for_log "refusing a connection from 127.0.0.1"
   kill "$(pid_of w1)"
