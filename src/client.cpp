@@ -510,6 +510,7 @@ std::string describe_gone(const proto::barrier_info& b) {
     seen.push_back(who);
     if (g.rank) left_ranks.push_back(*g.rank);
     std::string_view how = g.how == proto::departure::unresponsive ? "stopped answering (unreachable or stopped)"
+                           : g.how == proto::departure::lost       ? "was lost with the host of its node"
                                                                    : proto::to_string(g.how);
     s += fmt::format("{}{} {} {} ago", s.empty() ? "" : ", ", who, how, format_duration(duration(g.ago_ms)));
     if (g.rank) s += fmt::format(" ({} pid {})", g.host, g.pid);

@@ -41,6 +41,9 @@ struct serve_options {
   std::optional<std::string> metrics_textfile;    ///< write the metrics to this file every few seconds
   std::size_t history = 1'000'000;          ///< --history N: arrival records kept (0: none)
   std::optional<std::string> history_file;  ///< --history-file (default: beside the log)
+  std::optional<std::string> store;         ///< --store etcd://H:P[,H:P...][/PREFIX] (docs/store.md)
+  std::optional<std::string> store_ca, store_cert, store_key;  ///< TLS to the store
+  duration store_lease = std::chrono::seconds(10);              ///< --store-lease
 };
 
 struct secret_options {

@@ -48,6 +48,8 @@
 #include "journal.h"
 #include "metrics.h"
 #include "private_files.h"
+#include "replica.h"
+#include "store_link.h"
 #include "text.h"
 #include "version.h"
 
@@ -215,6 +217,8 @@ class session : public std::enable_shared_from_this<session> {
         handshake_timer_(socket_.get_executor()), remote_(std::move(remote)), peer_addr_(std::move(peer_addr)) {}
   void start();
   /// Sends replies to this connection (sealed when it is authenticated).
+  /// The barriers refused this connection's request (an ERR came back): it may try another.
+  void refused() { conn_.refused(); }
   void send(std::string bytes, bool close_after) {
     if (stopped_ || close_after_flush_) return;
     write(conn_.seal(std::move(bytes)), close_after);
@@ -298,6 +302,11 @@ class server {
   void run_loops();
 
   millis now() const {
+    // With a store, the time goes into the shared log and is compared with
+    // other hosts' times: the wall clock (it only feeds what is displayed).
+    if (link_)
+      return std::chrono::duration_cast<std::chrono::milliseconds>(
+                 std::chrono::system_clock::now().time_since_epoch()).count();
     return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start_).count();
   }
   void log(std::string_view text) {
@@ -318,7 +327,7 @@ class server {
   /// did; out then holds the replies, for send_all().
   void submit(const door_input& in, output& out) {
     std::string error;
-    bool recorded = door_.submit(in, out, error);
+    bool recorded = door_->submit(in, out, error);
     for (auto& line : out.log) event(line);
     out.log.clear();
     if (!out.rounds.empty()) note_rounds(out);  // history (#21)
@@ -479,7 +488,33 @@ class server {
   system_services services_;
   host_conn_config conn_config_;
   std::unique_ptr<journal> journal_;
-  local_door door_{state_};
+  local_door local_door_{state_};
+  door* door_ = &local_door_;
+  // ---- a store shared by many hosts (issue #20, docs/store.md) ----
+ public:
+  bool open_store(std::string& error);
+  void on_store_events(const std::vector<store::event>& evs);
+  void on_fenced(const std::string& why);
+  /// Once this host has applied the store's log up to its own presence: accept.
+  std::function<void()> on_caught_up;
+  int exit_status() const { return exit_status_; }
+  void leave_store() {
+    if (link_) link_->stop();
+  }
+
+ private:
+  /// Replies of inputs applied from the store: to this host's own connections.
+  void deliver(output& out);
+  std::unique_ptr<store::link> link_;
+  std::unique_ptr<store::link_door> link_door_;
+  std::unique_ptr<store::replica> replica_;
+  std::optional<std::string> store_secret_;
+  store::layout keys_;
+  std::string self_key_;
+  std::int64_t registering_ = 0;  ///< the incarnation registered, until its presence is applied
+  bool caught_up_ = false, refencing_ = false;
+  int exit_status_ = 0;
+  // ---- end of the store
   std::unordered_map<conn_id, std::shared_ptr<session>> sessions_;
   // Connections that have not authenticated yet, oldest (smallest id) first:
   // when the host is full, the first to go, so that idle sockets cannot
@@ -794,7 +829,7 @@ bool server::open_journal(std::string& error) {
   if (!ok || !j->compact(state_.snapshot(), error)) return false;
   log(fmt::format("journal {}: restored {} entries", j->path(), restored));
   journal_ = std::move(j);
-  door_.set_journal(journal_.get());
+  local_door_.set_journal(journal_.get());
   return true;
 }
 
@@ -818,6 +853,122 @@ bool server::open_history(std::string& error) {
   log(fmt::format("history {}: {} rounds kept", history_->path(), history_->data().rounds()));
   return true;
 }
+
+// ---- A store shared by many hosts (issue #20, docs/store.md) ----
+// Registers this host (blocking, before anything is accepted) and starts the
+// link's threads. What they report comes back on the event loop.
+bool server::open_store(std::string& error) {
+  if (!opts_.store) return true;
+  store::address at;
+  bool tls = !opts_.store_ca.empty() || !opts_.store_cert.empty();
+  if (!store::parse_store(*opts_.store, tls, at, error)) return false;
+  store::link::settings ls;
+  ls.client.endpoints = at.endpoints;
+  ls.client.ca = opts_.store_ca;
+  ls.client.cert = opts_.store_cert;
+  ls.client.key = opts_.store_key;
+  ls.keys.prefix = at.prefix;
+  keys_ = ls.keys;
+  self_key_ = store::host_key(opts_.node, address_.substr(address_.rfind(':') + 1));
+  ls.self = self_key_;
+  ls.me = store::presence{store::state_machine_version, opts_.node, address_, static_cast<std::uint32_t>(getpid())};
+  ls.lease = std::chrono::duration_cast<std::chrono::seconds>(opts_.store_lease);
+  store_secret_ = opts_.secret;
+  ls.secret = store_secret_ ? &*store_secret_ : nullptr;
+  replica_ = std::make_unique<store::replica>(self_key_, state_);
+  store::link::callbacks cb;
+  cb.post = [this](std::function<void()> f) { asio::post(io_, std::move(f)); };
+  cb.events = [this](std::vector<store::event> evs) { on_store_events(evs); };
+  cb.registered = [this](std::int64_t inc) {
+    registering_ = inc;
+    replica_->set_incarnation(inc);
+    refencing_ = false;
+    log(fmt::format("store: registered as {} (incarnation {})", self_key_, inc));
+  };
+  cb.fenced = [this](const std::string& why) { on_fenced(why); };
+  cb.failed = [this](const std::string& why) {
+    log("error: " + why);
+    exit_status_ = exit_code::unreachable;
+    begin_shutdown("the store failed");
+  };
+  cb.log = [this](const std::string& text) { log(text); };
+  link_ = std::make_unique<store::link>(std::move(ls), std::move(cb));
+  if (!link_->start(error)) {
+    error = fmt::format("cannot use the store {}: {}", *opts_.store, error);
+    link_.reset();
+    return false;
+  }
+  link_door_ = std::make_unique<store::link_door>(*link_);
+  door_ = link_door_.get();
+  state_.limit(opts_.max_barriers, 0);  // nothing here reads a clock: forgetting is a logged input
+  return true;
+}
+
+void server::on_store_events(const std::vector<store::event>& evs) {
+  write_batch batch(*this);
+  for (const auto& ev : evs) {
+    auto k = keys_.parse(ev.now.key);
+    output out;
+    if (k.what == store::layout::parsed::kind::host) {
+      if (ev.what == store::event::type::put) {
+        store::presence p;
+        if (!store::presence::parse(ev.now.value, p)) {
+          log(fmt::format("warning: store: {} holds no presence I understand; ignored", ev.now.key));
+          continue;
+        }
+        if (ev.now.version == 1) replica_->host_up(k.host, ev.now.create_revision, p);
+        if (k.host == self_key_ && ev.now.create_revision == registering_ && !caught_up_) {
+          caught_up_ = true;
+          if (on_caught_up) on_caught_up();
+        }
+      } else {
+        std::int64_t inc = ev.prev.create_revision;
+        event(fmt::format("store: host {} left (incarnation {}); its participants of open rounds are withdrawn",
+                          k.host, inc));
+        replica_->host_down(k.host, inc, out);
+        deliver(out);
+        if (k.host == self_key_ && inc == replica_->incarnation())
+          on_fenced("this host's presence in the store was deleted (its lease expired)");
+      }
+    } else if (k.what == store::layout::parsed::kind::input && ev.what == store::event::type::put &&
+               ev.now.version == 1) {
+      std::string error;
+      if (!replica_->apply_batch(k.host, k.inc, ev.now.key, ev.now.value, store_secret_ ? &*store_secret_ : nullptr,
+                                 out, error))
+        log(fmt::format("warning: store: {} not applied: {}", ev.now.key, error));
+      deliver(out);
+    }
+  }
+}
+
+void server::deliver(output& out) {
+  for (auto& line : out.log) event(line);
+  out.log.clear();
+  if (!out.rounds.empty()) note_rounds(out);
+  for (const auto& e : out.sends) {
+    if (!std::holds_alternative<proto::error_reply>(e.msg)) continue;
+    auto it = sessions_.find(e.to);
+    if (it != sessions_.end()) it->second->refused();
+  }
+  send_all(out);
+}
+
+// This host lost its presence (stopped or cut off past its lease): the
+// others have withdrawn its participants. Close their connections, so that
+// they connect again and arrive again, and register a new incarnation.
+void server::on_fenced(const std::string& why) {
+  if (refencing_ || stopping_) return;
+  refencing_ = true;
+  replica_->set_incarnation(0);  // no reply of the old incarnation goes out now
+  log(fmt::format("warning: store: {}; registering again and closing {} connections, whose participants connect "
+                  "and arrive again",
+                  why, sessions_.size()));
+  std::vector<std::shared_ptr<session>> all;
+  for (auto& [id, s] : sessions_) all.push_back(s);
+  for (auto& s : all) s->stop();
+  link_->reregister();
+}
+// ---- end of the store
 
 bool server::listen(std::string& error) {
   std::string why;
@@ -989,7 +1140,8 @@ awaitable<void> server::prune_loop() {
     if (ec || stopping_) break;
     output none;
     std::string error;
-    door_.submit(input::prune{now(), opts_.forget_after.count()}, none, error);  // journals nothing
+    // With a store, forgetting is an input in the shared log like any other.
+    if (!link_ || state_.barrier_count() > 0) door_->submit(input::prune{now(), opts_.forget_after.count()}, none, error);
   }
 }
 
@@ -1019,8 +1171,12 @@ void server::begin_shutdown(std::string_view why) {
   acceptor_.close(ec);
   output out;
   std::string error;
-  door_.submit(input::shutdown{fmt::format("the host at {} is shutting down ({})", address_, why)}, out,
-               error);  // journals nothing
+  std::string text = fmt::format("the host at {} is shutting down ({})", address_, why);
+  if (link_) {  // one host of a store leaves: its own participants are told; the barriers stay in the store
+    for (auto& [id, s] : sessions_) out.sends.push_back({id, proto::shutdown{text}});
+  } else {
+    door_->submit(input::shutdown{text}, out, error);  // journals nothing
+  }
   for (auto& e : out.sends) {
     auto it = sessions_.find(e.to);
     if (it != sessions_.end()) it->second->send(proto::format_reply(e.msg), true);
@@ -1205,15 +1361,25 @@ int run_host(const host_options& o, std::string& error) {
   if (!srv.open_history(error)) return 2;  // after listen: a host that lost the race for the port leaves it alone
   if (o.on_bound)
     if (int rc = o.on_bound(error); rc != 0) return rc;
-  srv.log(fmt::format("tfbarrier {} listening on {} (protocol {}, authentication: {})", tfb::version, srv.address(),
-                      protocol_version, o.secret ? "shared secret" : o.munge ? "MUNGE, uid " + std::to_string(::getuid()) : "none"));
-  if (o.on_listening) o.on_listening(srv.address());
-  if (o.on_metrics_listening && o.metrics_listen) o.on_metrics_listening(srv.metrics().address());
+  if (!srv.open_store(error)) return exit_code::unreachable;
+  auto ready = [&] {
+    srv.log(fmt::format("tfbarrier {} listening on {} (protocol {}, authentication: {}{})", tfb::version,
+                        srv.address(), protocol_version,
+                        o.secret ? "shared secret" : o.munge ? "MUNGE, uid " + std::to_string(::getuid()) : "none",
+                        o.store ? ", store " + *o.store : ""));
+    if (o.on_listening) o.on_listening(srv.address());
+    if (o.on_metrics_listening && o.metrics_listen) o.on_metrics_listening(srv.metrics().address());
+  };
+  if (o.store)
+    srv.on_caught_up = ready;  // once the store's log is applied up to this host's own presence
+  else
+    ready();
   srv.run_loops();
   io.run();
+  srv.leave_store();
   srv.flush_history();
   srv.log("stopped");
-  return 0;
+  return srv.exit_status();
 }
 
 }  // namespace tfb

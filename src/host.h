@@ -30,6 +30,11 @@ struct host_options {
   std::size_t history = 1'000'000;    ///< arrival records kept (serve --history; 0: none), history.h
   std::optional<std::string> history_file;  ///< where they are written (serve --history-file); none: memory only
   bool history_file_default = false;        ///< history_file is the default one: if it cannot be used, warn only
+  /// A store shared by many hosts (docs/store.md): none, the default, keeps the barriers here.
+  std::optional<std::string> store;  ///< etcd://H:P[,H:P...][/PREFIX], checked (store_link.h parse_store)
+  std::string store_ca, store_cert, store_key;
+  duration store_lease = std::chrono::seconds(10);
+  std::string node;  ///< this machine's node name: the store names this host NODE:PORT
   std::FILE* log = stderr;
   /// Called once the address is bound, before anything is accepted or reported:
   /// what must not happen for a host that never listens (writing a new secret

@@ -264,7 +264,7 @@ constexpr names<round_state> state_names[] = {
     {round_state::open, "open"}, {round_state::gathered, "gathered"}, {round_state::aborted, "aborted"}};
 
 constexpr names<departure> departure_names[] = {
-    {departure::left, "left"}, {departure::disconnected, "disconnected"}, {departure::unresponsive, "unresponsive"}};
+    {departure::left, "left"}, {departure::disconnected, "disconnected"}, {departure::unresponsive, "unresponsive"}, {departure::lost, "lost"}};
 
 constexpr names<error_kind> kind_names[] = {
     {error_kind::version, "VERSION"},     {error_kind::handshake, "HANDSHAKE"},

@@ -57,10 +57,10 @@ std::string_view to_string(round_state s);
 std::optional<round_state> parse_round_state(std::string_view s);  ///< "open" | "gathered" | "aborted"
 
 /// How a participant left a round before its release: LEAVE, a closed
-/// connection, or silence past its keep-alive.
-enum class departure { left, disconnected, unresponsive };
+/// connection, or silence past its keep-alive; lost: its host (of a store, docs/store.md) went.
+enum class departure { left, disconnected, unresponsive, lost };
 std::string_view to_string(departure d);
-std::optional<departure> parse_departure(std::string_view s);  ///< "left" | "disconnected" | "unresponsive"
+std::optional<departure> parse_departure(std::string_view s);  ///< "left" | "disconnected" | "unresponsive" | "lost"
 
 // ---- requests (client -> host) ----
 struct hello {

@@ -15,6 +15,7 @@
 #include "exit_codes.h"
 #include "host.h"
 #include "munge_auth.h"
+#include "store_link.h"
 #include "text.h"
 #ifndef TFB_NO_CLI
 #include "cmd/define.h"
@@ -267,6 +268,35 @@ int metrics_settings(const serve_options& o, host_options& h) {
   return exit_code::ok;
 }
 
+/// --store and its TLS files (issue #20; docs/store.md).
+int store_settings(const serve_options& o, host_options& h) {
+  if (!o.store) return exit_code::ok;
+  if (o.state_dir) {
+    print_error("--state-dir journals a host's own barriers; with --store the barriers are kept in the store: "
+                "leave out one of the two");
+    return exit_code::usage;
+  }
+  bool tls = o.store_ca || o.store_cert || o.store_key;
+  if (o.store_cert.has_value() != o.store_key.has_value()) {
+    print_error("--store-cert and --store-key go together (the client certificate and its key)");
+    return exit_code::usage;
+  }
+  store::address a;
+  std::string error;
+  if (!store::parse_store(*o.store, tls, a, error)) {
+    print_error(error);
+    return exit_code::usage;
+  }
+  h.store = o.store;
+  h.store_ca = o.store_ca.value_or("");
+  h.store_cert = o.store_cert.value_or("");
+  h.store_key = o.store_key.value_or("");
+  h.store_lease = o.store_lease;
+  const char* n = std::getenv("SLURMD_NODENAME");
+  h.node = n && *n ? std::string(n) : short_hostname();
+  return exit_code::ok;
+}
+
 }  // namespace
 
 int run_serve(const serve_options& o) {
@@ -288,6 +318,7 @@ int run_serve(const serve_options& o) {
   }
   if (int rc = authentication(o, h); rc != exit_code::ok) return rc;
   if (int rc = metrics_settings(o, h); rc != exit_code::ok) return rc;
+  if (int rc = store_settings(o, h); rc != exit_code::ok) return rc;
   return o.daemon ? serve_detached(o, h) : serve_here(o, h);
 }
 
@@ -312,12 +343,35 @@ void define_serve_metrics(CLI::App* s, serve_options& serve) {
       ->type_name("FILE");
 }
 
+/// --store and its settings (issue #20; docs/store.md). Each has an
+/// environment name: a self-started host gets only what the environment says.
+void define_serve_store(CLI::App* s, serve_options& serve, std::string& lease) {
+  s->add_option("--store", serve.store,
+                "Keep the barriers in etcd, shared by every host of the same store (docs/store.md)")
+      ->envname("TFBARRIER_STORE")
+      ->type_name("etcd://HOST:PORT[,HOST:PORT...][/PREFIX]");
+  s->add_option("--store-ca", serve.store_ca, "Trust the store's TLS certificates signed by the CA in FILE (PEM)")
+      ->envname("TFBARRIER_STORE_CA")
+      ->type_name("FILE");
+  s->add_option("--store-cert", serve.store_cert, "Authenticate to the store with the client certificate in FILE")
+      ->envname("TFBARRIER_STORE_CERT")
+      ->type_name("FILE");
+  s->add_option("--store-key", serve.store_key, "The key of --store-cert, in FILE")
+      ->envname("TFBARRIER_STORE_KEY")
+      ->type_name("FILE");
+  s->add_option("--store-lease", lease,
+                "Hold this host's presence in the store with a lease of DUR (default 10s, at least 2s): a host "
+                "gone for that long is lost, and its participants withdrawn")
+      ->envname("TFBARRIER_STORE_LEASE")
+      ->check(duration_validator(std::chrono::seconds(2)));
+}
+
 }  // namespace
 
 command_parser define_serve(CLI::App& app) {
   struct typed {
     serve_options o;
-    std::string idle_exit, forget_after;
+    std::string idle_exit, forget_after, store_lease;
   };
   auto v = std::make_shared<typed>();
   serve_options& serve = v->o;
@@ -357,6 +411,7 @@ command_parser define_serve(CLI::App& app) {
   s->add_flag("--insecure", serve.insecure, "Listen beyond loopback without authentication: anyone who can connect "
                                             "can arrive, decide and abort");
   define_serve_metrics(s, serve);
+  define_serve_store(s, serve, v->store_lease);
   set_footer(s, "Examples:\n"
       "  tfbarrier serve --listen 127.0.0.1:0          # prints TFBARRIER_ADDR=127.0.0.1:PORT\n"
       "  eval \"$(tfbarrier serve --daemon --idle-exit 1h)\"; ...; kill $TFBARRIER_PID\n"
@@ -365,6 +420,7 @@ command_parser define_serve(CLI::App& app) {
   return [v] {
     set_duration(v->idle_exit, v->o.idle_exit);
     set_duration(v->forget_after, v->o.forget_after);
+    set_duration(v->store_lease, v->o.store_lease);
     return command_options(v->o);
   };
 }

@@ -1,0 +1,328 @@
+#include "replica.h"
+
+#include <charconv>
+#include <fmt/format.h>
+
+#include "auth.h"
+#include "store_client.h"
+
+namespace tfb::store {
+
+namespace {
+
+template <typename T>
+bool number(std::string_view s, T& out) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc{} && p == s.data() + s.size();
+}
+
+/// Splits off the first space-separated word of s.
+std::string_view word(std::string_view& s) {
+  auto sp = s.find(' ');
+  std::string_view w = s.substr(0, sp);
+  s = sp == std::string_view::npos ? std::string_view{} : s.substr(sp + 1);
+  return w;
+}
+
+std::string peer_word(const std::string& host) { return host.empty() ? "-" : host; }
+
+/// The request at the end of an input line, which must be of type T.
+template <typename T>
+bool request_of(std::string_view text, T& out, std::string& error) {
+  auto parsed = proto::parse_request(text);
+  if (auto* e = std::get_if<proto::request_error>(&parsed)) {
+    error = "bad request in input: " + e->text;
+    return false;
+  }
+  auto* r = std::get_if<T>(&std::get<proto::request>(parsed));
+  if (!r) {
+    error = "input of the wrong kind: " + std::string(text.substr(0, 16));
+    return false;
+  }
+  out = std::move(*r);
+  return true;
+}
+
+std::string without_newline(std::string s) {
+  if (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+std::string prefix_end(const std::string& prefix) {
+  std::string end = prefix;
+  while (!end.empty()) {
+    if (static_cast<unsigned char>(end.back()) < 0xff) {
+      ++end.back();
+      return end;
+    }
+    end.pop_back();
+  }
+  return std::string(1, '\0');  // every key
+}
+
+std::string layout::input(std::string_view h, std::int64_t inc, std::uint64_t seq) const {
+  return fmt::format("{}{}/{}/{:016x}", inputs(), h, inc, seq);
+}
+
+layout::parsed layout::parse(std::string_view key) const {
+  parsed p;
+  if (!key.starts_with(prefix) || key.size() == prefix.size() || key[prefix.size()] != '/') return p;
+  std::string_view rest = key.substr(prefix.size() + 1);
+  if (rest == "origin") {
+    p.what = parsed::kind::origin;
+  } else if (rest.starts_with("host/")) {
+    p.what = parsed::kind::host;
+    p.host = rest.substr(5);
+  } else if (rest.starts_with("in/")) {
+    rest.remove_prefix(3);
+    auto a = rest.find('/');
+    auto b = a == std::string_view::npos ? a : rest.find('/', a + 1);
+    if (b == std::string_view::npos || !number(rest.substr(a + 1, b - a - 1), p.inc)) return p;
+    p.what = parsed::kind::input;
+    p.host = rest.substr(0, a);
+  }
+  return p;
+}
+
+std::string host_key(std::string_view node, std::string_view port) {
+  std::string out;
+  for (char ch : node)  // a key name: no '/', no spaces
+    out += (ch == '/' || ch == ' ' || static_cast<unsigned char>(ch) < 0x21) ? '_' : ch;
+  return fmt::format("{}:{}", out.empty() ? "host" : out, port);
+}
+
+std::string presence::format() const {
+  return fmt::format("sm={} pid={} node={} addr={}", sm, pid, peer_word(node), peer_word(address));
+}
+
+bool presence::parse(std::string_view text, presence& out) {
+  bool ok = true;
+  while (!text.empty()) {
+    std::string_view w = word(text);
+    auto eq = w.find('=');
+    if (eq == std::string_view::npos) return false;
+    std::string_view k = w.substr(0, eq), v = w.substr(eq + 1);
+    if (k == "sm")
+      ok = ok && number(v, out.sm);
+    else if (k == "pid")
+      ok = ok && number(v, out.pid);
+    else if (k == "node")
+      out.node = v;
+    else if (k == "addr")
+      out.address = v;
+  }
+  return ok && out.sm > 0;
+}
+
+std::string encode(const door_input& in) {
+  return std::visit(
+      [](const auto& m) -> std::string {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, input::arrive>)
+          return fmt::format("A {} {} {} {} {}", m.c, m.now, m.peer.pid, peer_word(m.peer.host),
+                             without_newline(proto::format_request(m.req)));
+        else if constexpr (std::is_same_v<T, input::decide>)
+          return fmt::format("D {} {} {} {} {}", m.c, m.now, m.peer.pid, peer_word(m.peer.host),
+                             without_newline(proto::format_request(m.req)));
+        else if constexpr (std::is_same_v<T, input::abort>)
+          return fmt::format("X {} {} {}", m.c, m.now, without_newline(proto::format_request(m.req)));
+        else if constexpr (std::is_same_v<T, input::leave>)
+          return fmt::format("L {} {} {} {}", m.c, m.now, proto::to_string(m.how), m.timed_out ? 1 : 0);
+        else if constexpr (std::is_same_v<T, input::prune>)
+          return fmt::format("P {} {}", m.now, m.max_idle);
+        else
+          return {};  // shutdown: one host's own, not shared
+      },
+      in);
+}
+
+bool decode(std::string_view line, door_input& in, std::string& error) {
+  std::string_view rest = line;
+  std::string_view kind = word(rest);
+  error.clear();
+  auto fail = [&](std::string_view what) {
+    if (error.empty()) error = fmt::format("malformed input ({}): '{}'", what, line.substr(0, 80));
+    return false;
+  };
+  if (kind == "P") {
+    input::prune p;
+    if (!number(word(rest), p.now) || !number(word(rest), p.max_idle) || !rest.empty()) return fail("prune");
+    in = p;
+    return true;
+  }
+  conn_id c = 0;
+  millis now = 0;
+  if (!number(word(rest), c) || !number(word(rest), now)) return fail("connection and time");
+  if (kind == "A" || kind == "D") {
+    peer_info peer;
+    if (!number(word(rest), peer.pid)) return fail("pid");
+    std::string_view host = word(rest);
+    if (host.empty()) return fail("host");
+    if (host != "-") peer.host = host;
+    if (kind == "A") {
+      input::arrive a{c, {}, peer, now};
+      if (!request_of(rest, a.req, error)) return fail("request");
+      in = std::move(a);
+    } else {
+      input::decide d{c, {}, peer, now};
+      if (!request_of(rest, d.req, error)) return fail("request");
+      in = std::move(d);
+    }
+    return true;
+  }
+  if (kind == "X") {
+    input::abort a{c, {}, now};
+    if (!request_of(rest, a.req, error)) return fail("request");
+    in = std::move(a);
+    return true;
+  }
+  if (kind == "L") {
+    auto how = proto::parse_departure(word(rest));
+    std::string_view t = word(rest);
+    if (!how || (t != "0" && t != "1") || !rest.empty()) return fail("leave");
+    in = input::leave{c, *how, now, t == "1"};
+    return true;
+  }
+  return fail("kind");
+}
+
+std::string seal_batch(const std::vector<std::string>& lines, std::string_view key, const std::string* secret) {
+  std::string body;
+  for (const auto& l : lines) {
+    body += l;
+    body += '\n';
+  }
+  if (secret) body += "M " + auth::hmac_hex(*secret, std::string(key) + "\n" + body) + "\n";
+  return body;
+}
+
+bool open_batch(std::string_view value, std::string_view key, const std::string* secret,
+                std::vector<std::string_view>& lines, std::string& error) {
+  lines.clear();
+  std::string_view body = value;
+  if (secret) {
+    // The MAC is the last line: "M <hex>\n", over the key and every line before it.
+    auto at = value.rfind("M ", value.size() >= 2 ? value.size() - 2 : 0);
+    if (at == std::string_view::npos || (at != 0 && value[at - 1] != '\n') || !value.ends_with('\n')) {
+      error = "a batch without a MAC (written by a host without this secret?)";
+      return false;
+    }
+    body = value.substr(0, at);
+    std::string_view mac = value.substr(at + 2, value.size() - at - 3);
+    if (!auth::equal(mac, auth::hmac_hex(*secret, std::string(key) + "\n" + std::string(body)))) {
+      error = "a batch whose MAC is wrong (written by someone without this job's secret)";
+      return false;
+    }
+  }
+  while (!body.empty()) {
+    auto nl = body.find('\n');
+    if (nl == std::string_view::npos) {
+      error = "a batch whose last line is cut";
+      return false;
+    }
+    lines.push_back(body.substr(0, nl));
+    body.remove_prefix(nl + 1);
+  }
+  return true;
+}
+
+conn_id replica::replica_id(const std::string& h, std::int64_t inc, conn_id c) {
+  auto [it, fresh] = ids_.try_emplace(gid{h, inc, c}, next_);
+  if (fresh) back_.emplace(next_++, it->first);
+  return it->second;
+}
+
+void replica::forget(conn_id rid) {
+  auto it = back_.find(rid);
+  if (it == back_.end()) return;
+  ids_.erase(it->second);
+  back_.erase(it);
+}
+
+void replica::host_up(const std::string& h, std::int64_t inc, const presence& p) {
+  hosts_[h] = p;
+  incs_[h] = inc;
+}
+
+void replica::host_down(const std::string& h, std::int64_t inc, output& out) {
+  auto hi = incs_.find(h);
+  if (hi != incs_.end() && hi->second == inc) {
+    hosts_.erase(h);
+    incs_.erase(hi);
+  }
+  // Every participant that came through (h, inc): lost with that host. A
+  // participant that came back through a newer incarnation is someone else.
+  std::size_t from = out.sends.size();
+  std::vector<conn_id> lost;
+  for (auto it = ids_.lower_bound(gid{h, inc, 0}); it != ids_.end() && it->first.host == h && it->first.inc == inc;
+       ++it)
+    lost.push_back(it->second);
+  for (conn_id rid : lost) state_.leave(rid, departure::lost, last_now_, out);
+  route(out, from);
+  for (conn_id rid : lost) forget(rid);
+}
+
+bool replica::apply_batch(const std::string& h, std::int64_t inc, std::string_view key, std::string_view value,
+                          const std::string* secret, output& out, std::string& error) {
+  std::vector<std::string_view> lines;
+  if (!open_batch(value, key, secret, lines, error)) return false;
+  std::vector<door_input> inputs(lines.size());
+  for (std::size_t i = 0; i < lines.size(); ++i)
+    if (!decode(lines[i], inputs[i], error)) return false;
+  auto known = incs_.find(h);
+  if (known == incs_.end() || known->second != inc) {
+    // Written by an incarnation that has gone (a batch that raced its host's
+    // lease): its participants were withdrawn, and it is fenced. Ignored.
+    error = fmt::format("a batch of {} incarnation {}, which is not present", h, inc);
+    return false;
+  }
+  for (const auto& in : inputs) apply(h, inc, in, out);
+  return true;
+}
+
+void replica::apply(const std::string& h, std::int64_t inc, const door_input& in, output& out) {
+  std::size_t from = out.sends.size();
+  std::visit(
+      [&](const auto& m) {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, input::prune>) {
+          last_now_ = std::max(last_now_, m.now);
+          state_.prune(m.now, m.max_idle);
+        } else if constexpr (!std::is_same_v<T, input::shutdown>) {
+          last_now_ = std::max(last_now_, m.now);
+          conn_id rid = replica_id(h, inc, m.c);
+          if constexpr (std::is_same_v<T, input::arrive>)
+            state_.arrive(rid, m.req, m.peer, m.now, out);
+          else if constexpr (std::is_same_v<T, input::decide>)
+            state_.decide(rid, m.req, m.peer, m.now, out);
+          else if constexpr (std::is_same_v<T, input::abort>)
+            state_.abort(rid, m.req, m.now, out);
+          else
+            state_.leave(rid, m.how, m.now, out, m.timed_out);
+        }
+      },
+      in);
+  route(out, from);
+  // A connection that left is closed on its host: nothing more can come from it.
+  if (const auto* l = std::get_if<input::leave>(&in); l && l->how != departure::left) {
+    auto it = ids_.find(gid{h, inc, l->c});
+    if (it != ids_.end()) forget(it->second);
+  }
+}
+
+void replica::route(output& out, std::size_t from) {
+  std::size_t keep = from;
+  for (std::size_t i = from; i < out.sends.size(); ++i) {
+    auto it = back_.find(out.sends[i].to);
+    if (it == back_.end() || it->second.host != self_ || it->second.inc != self_inc_) continue;
+    out.sends[i].to = it->second.c;
+    if (keep != i) out.sends[keep] = std::move(out.sends[i]);
+    ++keep;
+  }
+  out.sends.erase(out.sends.begin() + static_cast<std::ptrdiff_t>(keep), out.sends.end());
+  out.journal.clear();  // the store is the record
+}
+
+}  // namespace tfb::store

@@ -1,0 +1,121 @@
+#pragma once
+// A host's copy of the barriers shared through a store (issue #20,
+// docs/store.md): pure, like barrier_set. Every host of one store applies
+// the same events (the store's log, in revision order) to its replica and so
+// holds the same barriers. An event is a host's presence appearing or
+// vanishing, or a batch of inputs (door.h) that a host wrote.
+//
+// Inputs name a participant by the connection id on its own host; here it
+// becomes a global identity (host, incarnation, connection), and a replica
+// id for the barrier_set that is given in log order, so the same on every
+// host. Applying yields replies for everyone: the replica keeps those for
+// this host's own connections (under their own ids) and drops the rest.
+//
+// Nothing here reads a clock: an input carries the time its host read,
+// and a withdrawal takes the time of the last input applied.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "barrier.h"
+#include "door.h"
+
+namespace tfb::store {
+
+/// The rules' version: every host of a store must run the same (a host of
+/// another version is refused), since they must all reach the same state.
+constexpr int state_machine_version = 1;
+
+/// The keys under a store's prefix.
+struct layout {
+  std::string prefix;  ///< "/tfbarrier", no trailing slash
+  std::string origin() const { return prefix + "/origin"; }
+  std::string hosts() const { return prefix + "/host/"; }
+  std::string host(std::string_view h) const { return hosts() + std::string(h); }
+  std::string inputs() const { return prefix + "/in/"; }
+  std::string input(std::string_view h, std::int64_t inc, std::uint64_t seq) const;
+  /// What follows the prefix is one of ours: {kind, host, incarnation} for in/ and host/ keys.
+  struct parsed {
+    enum class kind { origin, host, input, other } what = kind::other;
+    std::string host;
+    std::int64_t inc = 0;
+  };
+  parsed parse(std::string_view key) const;
+};
+
+/// A host's name in keys: its node and port, "node1:7727".
+std::string host_key(std::string_view node, std::string_view port);
+
+/// What a presence key holds.
+struct presence {
+  int sm = 0;
+  std::string node, address;
+  std::uint32_t pid = 0;
+  std::string format() const;
+  static bool parse(std::string_view text, presence& out);
+};
+
+/// One input as a line of a batch; "" for what is not shared (shutdown).
+std::string encode(const door_input& in);
+/// The inverse of encode; false with error for a malformed line.
+bool decode(std::string_view line, door_input& in, std::string& error);
+
+/// A batch's value: its lines, and with a secret a MAC over the key and them.
+std::string seal_batch(const std::vector<std::string>& lines, std::string_view key, const std::string* secret);
+/// Splits a batch into its lines; with a secret, false unless its MAC is right.
+bool open_batch(std::string_view value, std::string_view key, const std::string* secret,
+                std::vector<std::string_view>& lines, std::string& error);
+
+class replica {
+ public:
+  /// self: this host's key name ("node1:7727").
+  replica(std::string self, barrier_set& state) : self_(std::move(self)), state_(state) {}
+  /// This host's current incarnation (the create_revision of its presence key).
+  void set_incarnation(std::int64_t inc) { self_inc_ = inc; }
+  std::int64_t incarnation() const { return self_inc_; }
+
+  /// A host registered (its presence key was created at revision inc).
+  void host_up(const std::string& h, std::int64_t inc, const presence& p);
+  /// A host's presence went (its lease expired, or it left): its
+  /// participants of open rounds are withdrawn, as by a lost connection.
+  void host_down(const std::string& h, std::int64_t inc, output& out);
+  /// A batch of host h (incarnation inc) was written: apply each input.
+  /// False (and nothing applied) when it is malformed or its MAC is wrong.
+  bool apply_batch(const std::string& h, std::int64_t inc, std::string_view key, std::string_view value,
+                   const std::string* secret, output& out, std::string& error);
+
+  barrier_set& state() { return state_; }
+  const barrier_set& state() const { return state_; }
+  /// The host a node's participants came through, by presence (for status).
+  const std::map<std::string, presence>& hosts() const { return hosts_; }
+  /// Global identities known (bounded by the connections open on every host).
+  std::size_t identities() const { return ids_.size(); }
+
+ private:
+  struct gid {
+    std::string host;
+    std::int64_t inc = 0;
+    conn_id c = 0;
+    auto operator<=>(const gid&) const = default;
+  };
+  conn_id replica_id(const std::string& h, std::int64_t inc, conn_id c);
+  void apply(const std::string& h, std::int64_t inc, const door_input& in, output& out);
+  /// Keeps this host's replies (under their own connection ids), drops the rest.
+  void route(output& out, std::size_t from);
+  void forget(conn_id rid);
+
+  std::string self_;
+  std::int64_t self_inc_ = 0;
+  barrier_set& state_;
+  std::map<std::string, presence> hosts_;  // live hosts, by key name
+  std::map<std::string, std::int64_t> incs_;
+  std::map<gid, conn_id> ids_;
+  std::unordered_map<conn_id, gid> back_;
+  conn_id next_ = 1;
+  millis last_now_ = 0;
+};
+
+}  // namespace tfb::store

@@ -1,0 +1,102 @@
+#pragma once
+// The etcd v3 API as the host uses it (issue #20): a small, blocking
+// interface. Its one implementation (src/store/etcd_client.cpp) speaks etcd's
+// JSON gateway through libcurl and nlohmann-json, and lives in a module of its
+// own, tfbarrier-etcd.so, that only `serve --store` loads (store_module.h),
+// so that `wait` never maps libcurl and its start-up does not change.
+//
+// Every call blocks; the host makes them from its store threads, never from
+// its event loop. Each thread uses its own client (a client is not shared
+// between threads), except cancel(), which any thread may call.
+//
+// Keys and values are bytes (the gateway's base64 is the module's business).
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tfb::store {
+
+/// How to reach etcd: endpoints are "http://H:P" or "https://H:P", tried in
+/// order (the next one after a connection failure).
+struct client_config {
+  std::vector<std::string> endpoints;
+  std::string ca, cert, key;  ///< PEM files for TLS (empty: none); cert and key for client authentication
+  std::chrono::milliseconds timeout{5000};  ///< per request (not for watch, which lasts)
+};
+
+struct kv {
+  std::string key, value;
+  std::int64_t create_revision = 0, mod_revision = 0, version = 0, lease = 0;
+};
+
+struct event {
+  enum class type { put, del } what = type::put;
+  kv now;   ///< the key after the event (for del: key and mod_revision only)
+  kv prev;  ///< the key before it (watch asks for prev_kv); empty key when it did not exist
+};
+
+struct compare {
+  enum class target { version, create_revision, mod_revision, value } what = target::version;
+  enum class op { equal, greater, less, not_equal } how = op::equal;
+  std::string key;
+  std::int64_t number = 0;  ///< for version and the revisions
+  std::string value;        ///< for target::value
+};
+
+struct op {
+  enum class type { put, del, range } what = type::put;
+  std::string key, value;
+  std::string range_end;  ///< del/range: end of the range ("" for one key)
+  std::int64_t lease = 0; ///< put: 0 for none
+};
+
+struct txn_result {
+  bool succeeded = false;
+  std::int64_t revision = 0;  ///< the store's revision after the transaction (header.revision)
+  /// One entry per op of the branch taken; for range ops, the keys it read.
+  std::vector<std::vector<kv>> ranges;
+};
+
+/// How a watch ended.
+enum class watch_end {
+  cancelled,  ///< cancel() was called, or the callback returned false
+  compacted,  ///< start_revision was compacted away: catch up from a snapshot
+  failed,     ///< every endpoint failed or the stream broke; error says why
+};
+
+class client {
+ public:
+  virtual ~client() = default;
+  /// A lease of ttl seconds: id gets its id.
+  virtual bool grant(std::int64_t ttl_seconds, std::int64_t& id, std::string& error) = 0;
+  /// Renews a lease once: ttl gets what remains, 0 (and true) when it has expired.
+  virtual bool keepalive(std::int64_t id, std::int64_t& ttl, std::string& error) = 0;
+  virtual bool revoke(std::int64_t id, std::string& error) = 0;
+  virtual bool txn(const std::vector<compare>& cmp, const std::vector<op>& success, const std::vector<op>& failure,
+                   txn_result& result, std::string& error) = 0;
+  /// Keys in [key, range_end) ("" range_end: the one key), sorted by key, at
+  /// the current revision (revision gets it) or at at_revision when not 0.
+  virtual bool range(const std::string& key, const std::string& range_end, std::vector<kv>& out,
+                     std::int64_t& revision, std::string& error, std::int64_t at_revision = 0) = 0;
+  /// Watches [key, range_end) from start_revision (0: from now), with
+  /// prev_kv, and calls on_events for each response that has events, in
+  /// revision order, until it returns false, cancel() is called, or the
+  /// stream fails. Blocks until then.
+  virtual watch_end watch(const std::string& key, const std::string& range_end, std::int64_t start_revision,
+                          const std::function<bool(const std::vector<event>&)>& on_events, std::string& error) = 0;
+  /// Makes a blocked call of this client return soon (watch: cancelled; others: false). Thread-safe.
+  virtual void cancel() = 0;
+};
+
+/// The end of the range of every key that starts with prefix (etcd's prefix rule).
+std::string prefix_end(const std::string& prefix);
+
+}  // namespace tfb::store
+
+/// The module's one entry point (dlsym'd by store_module.cpp): a new client,
+/// or null with error set. The module is built with the same compiler and
+/// standard library as the binary, so C++ types cross the boundary.
+extern "C" tfb::store::client* tfb_etcd_client_new(const tfb::store::client_config* config, std::string* error);

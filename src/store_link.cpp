@@ -1,0 +1,345 @@
+#include "store_link.h"
+
+#include <dlfcn.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "address.h"
+
+#ifndef TFB_MODULE_DIR
+#define TFB_MODULE_DIR "/usr/lib/tfbarrier"
+#endif
+
+namespace tfb::store {
+
+namespace {
+
+constexpr std::size_t max_batch_bytes = 1 << 20;  // under etcd's 1.5 MiB request limit, base64 included
+constexpr auto retry_every = std::chrono::milliseconds(200);
+
+/// Starts a thread with every signal blocked: SIGINT and SIGTERM are the event loop's.
+template <typename F>
+std::thread quiet_thread(F f) {
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  std::thread t(std::move(f));
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return t;
+}
+
+std::string module_path_beside_binary() {
+  char buf[4096];
+  ssize_t len = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (len <= 0) return {};
+  std::string exe(buf, static_cast<std::size_t>(len));
+  auto slash = exe.rfind('/');
+  return slash == std::string::npos ? std::string() : exe.substr(0, slash) + "/tfbarrier-etcd.so";
+}
+
+}  // namespace
+
+bool parse_store(std::string_view text, bool tls, address& out, std::string& error) {
+  constexpr std::string_view scheme = "etcd://";
+  auto bad = [&](std::string_view why) {
+    error = fmt::format("bad store '{}': {}; expected etcd://HOST:PORT[,HOST:PORT...][/PREFIX], for example "
+                        "etcd://10.0.0.1:2379,10.0.0.2:2379/tfbarrier",
+                        text, why);
+    return false;
+  };
+  if (!text.starts_with(scheme)) return bad("it must start with etcd://");
+  text.remove_prefix(scheme.size());
+  auto slash = text.find('/');
+  std::string_view hosts = text.substr(0, slash);
+  out = address{};
+  if (slash != std::string_view::npos) {
+    std::string_view p = text.substr(slash);
+    while (p.size() > 1 && p.ends_with('/')) p.remove_suffix(1);
+    if (p == "/") return bad("the prefix is empty");
+    for (char ch : p)
+      if (static_cast<unsigned char>(ch) <= 0x20 || ch == 0x7f) return bad("the prefix has a space or control character");
+    out.prefix = p;
+  }
+  while (!hosts.empty()) {
+    auto comma = hosts.find(',');
+    std::string_view one = hosts.substr(0, comma);
+    std::string why;
+    auto a = parse_address(one, address_use::connect, why);
+    if (!a || a->host.empty() || a->port == 0) return bad(fmt::format("'{}' is not HOST:PORT", one));
+    bool v6 = a->host.find(':') != std::string::npos;
+    out.endpoints.push_back(fmt::format("{}://{}{}{}:{}", tls ? "https" : "http", v6 ? "[" : "", a->host,
+                                        v6 ? "]" : "", a->port));
+    hosts = comma == std::string_view::npos ? std::string_view{} : hosts.substr(comma + 1);
+  }
+  if (out.endpoints.empty()) return bad("no endpoint");
+  return true;
+}
+
+std::unique_ptr<client> load_client(const client_config& c, std::string& error) {
+  using factory = client* (*)(const client_config*, std::string*);
+  static factory make = nullptr;
+  if (!make) {
+    std::string tried;
+    for (const std::string& path : {module_path_beside_binary(), std::string(TFB_MODULE_DIR "/tfbarrier-etcd.so")}) {
+      if (path.empty()) continue;
+      void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (!h) {
+        const char* e = ::dlerror();
+        tried += fmt::format("{}{}", tried.empty() ? "" : "; ", e ? e : path);
+        continue;
+      }
+      make = reinterpret_cast<factory>(::dlsym(h, "tfb_etcd_client_new"));
+      if (make) break;
+    }
+    if (!make) {
+      error = fmt::format("cannot load the etcd module tfbarrier-etcd.so ({}); it is part of the tfbarrier "
+                          "package: reinstall it, or install libcurl4",
+                          tried);
+      return nullptr;
+    }
+  }
+  std::string why;
+  std::unique_ptr<client> out(make(&c, &why));
+  if (!out) error = why;
+  return out;
+}
+
+bool link::sleep_for(std::chrono::milliseconds d) {
+  std::unique_lock lk(m_);
+  cv_.wait_for(lk, d, [&] { return stopping_; });
+  return !stopping_;
+}
+
+bool link::ensure_origin(client& c, std::string& error) {
+  compare absent{compare::target::version, compare::op::equal, s_.keys.origin(), 0, {}};
+  op put{op::type::put, s_.keys.origin(), fmt::format("tfbarrier store sm={}", state_machine_version), {}, 0};
+  op read{op::type::range, s_.keys.origin(), {}, {}, 0};
+  txn_result r;
+  if (!c.txn({absent}, {put}, {read}, r, error)) return false;
+  if (r.succeeded) {
+    origin_rev_ = r.revision;
+  } else {
+    if (r.ranges.empty() || r.ranges[0].empty()) {
+      error = "the store's origin key vanished while it was read; try again";
+      return false;
+    }
+    origin_rev_ = r.ranges[0][0].create_revision;
+  }
+  return true;
+}
+
+bool link::check_versions(client& c, std::string& error) {
+  std::vector<kv> hosts;
+  std::int64_t rev = 0;
+  if (!c.range(s_.keys.hosts(), prefix_end(s_.keys.hosts()), hosts, rev, error)) return false;
+  for (const auto& k : hosts) {
+    presence p;
+    if (!presence::parse(k.value, p) || p.sm != state_machine_version) {
+      error = fmt::format("the host {} of this store runs state-machine version {} and this one {}: every host of "
+                          "a store must run the same tfbarrier version",
+                          k.key, p.sm, state_machine_version);
+      return false;
+    }
+  }
+  return true;
+}
+
+bool link::register_self(client& c, std::int64_t& lease, std::int64_t& inc, std::string& error) {
+  if (!c.grant(s_.lease.count(), lease, error)) return false;
+  std::string key = s_.keys.host(s_.self);
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    compare absent{compare::target::version, compare::op::equal, key, 0, {}};
+    op put{op::type::put, key, s_.me.format(), {}, lease};
+    op read{op::type::range, key, {}, {}, 0};
+    txn_result r;
+    if (!c.txn({absent}, {put}, {read}, r, error)) return false;
+    if (r.succeeded) {
+      inc = r.revision;
+      return true;
+    }
+    // A presence of this node and port is left from a host that died here
+    // (we hold its port now): end it, so that its participants are withdrawn.
+    if (r.ranges.empty() || r.ranges[0].empty()) continue;
+    compare same{compare::target::create_revision, compare::op::equal, key, r.ranges[0][0].create_revision, {}};
+    op del{op::type::del, key, {}, {}, 0};
+    txn_result d;
+    if (!c.txn({same}, {del}, {}, d, error)) return false;
+  }
+  error = fmt::format("cannot register {} in the store: its presence key keeps coming back", key);
+  return false;
+}
+
+bool link::start(std::string& error) {
+  auto make = [&](std::unique_ptr<client>& c) { return (c = load_client(s_.client, error)) != nullptr; };
+  if (!make(writer_c_) || !make(keeper_c_) || !make(watcher_c_)) return false;
+  std::int64_t lease = 0, inc = 0;
+  if (!ensure_origin(*writer_c_, error) || !check_versions(*writer_c_, error) ||
+      !register_self(*writer_c_, lease, inc, error))
+    return false;
+  lease_ = lease;
+  inc_ = inc;
+  watch_from_ = origin_rev_;
+  cb_.registered(inc);
+  writer_ = quiet_thread([this] { writer_loop(); });
+  keeper_ = quiet_thread([this] { keeper_loop(); });
+  watcher_ = quiet_thread([this] { watcher_loop(); });
+  return true;
+}
+
+void link::write(std::string line) {
+  {
+    std::lock_guard lk(m_);
+    queue_.push_back(std::move(line));
+  }
+  cv_.notify_all();
+}
+
+void link::reregister() {
+  {
+    std::lock_guard lk(m_);
+    queue_.clear();
+    reregister_ = true;
+  }
+  cv_.notify_all();
+}
+
+void link::stop() {
+  {
+    std::lock_guard lk(m_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (auto* c : {writer_c_.get(), keeper_c_.get(), watcher_c_.get()})
+    if (c) c->cancel();
+  for (auto* t : {&writer_, &keeper_, &watcher_})
+    if (t->joinable()) t->join();
+  // Leave at once: the others withdraw this host's participants now, not at the lease's end.
+  if (lease_ != 0) {
+    std::string error;
+    if (auto c = load_client(s_.client, error)) c->revoke(lease_, error);
+  }
+}
+
+bool link::write_batch(client& c, const std::string& value, std::uint64_t seq, std::string& why) {
+  std::string host = s_.keys.host(s_.self);
+  for (;;) {
+    std::int64_t inc = inc_;
+    std::string key = s_.keys.input(s_.self, inc, seq);
+    // Fenced on the presence of this very incarnation; written once (a retry
+    // after a lost answer finds its own batch and stops).
+    compare present{compare::target::create_revision, compare::op::equal, host, inc, {}};
+    compare fresh{compare::target::version, compare::op::equal, key, 0, {}};
+    op put{op::type::put, key, value, {}, 0};
+    op read_host{op::type::range, host, {}, {}, 0};
+    op read_key{op::type::range, key, {}, {}, 0};
+    txn_result r;
+    std::string error;
+    if (c.txn({present, fresh}, {put}, {read_host, read_key}, r, error)) {
+      if (r.succeeded || (r.ranges.size() == 2 && !r.ranges[1].empty())) return true;
+      bool gone = r.ranges.empty() || r.ranges[0].empty() || r.ranges[0][0].create_revision != inc;
+      if (gone) {
+        why = fmt::format("this host's presence in the store went (its lease of {}s expired: was it stopped, or cut "
+                          "off from etcd?)",
+                          s_.lease.count());
+        return false;
+      }
+    } else {
+      log(fmt::format("warning: cannot write to the store, retrying: {}", error));
+    }
+    if (!sleep_for(retry_every)) return true;
+  }
+}
+
+void link::writer_loop() {
+  std::uint64_t seq = 0;
+  for (;;) {
+    std::vector<std::string> lines;
+    bool again = false;
+    {
+      std::unique_lock lk(m_);
+      cv_.wait(lk, [&] { return stopping_ || reregister_ || !queue_.empty(); });
+      if (stopping_) return;
+      if (reregister_) {
+        again = true;
+        reregister_ = false;
+      } else {
+        std::size_t bytes = 0;
+        while (!queue_.empty() && (lines.empty() || bytes + queue_.front().size() < max_batch_bytes)) {
+          bytes += queue_.front().size() + 1;
+          lines.push_back(std::move(queue_.front()));
+          queue_.pop_front();
+        }
+      }
+    }
+    if (again) {
+      std::int64_t lease = 0, inc = 0;
+      std::string error;
+      while (!register_self(*writer_c_, lease, inc, error)) {
+        log(fmt::format("warning: cannot register again in the store, retrying: {}", error));
+        if (!sleep_for(std::chrono::seconds(1))) return;
+      }
+      lease_ = lease;
+      inc_ = inc;
+      seq = 0;
+      cb_.post([this, inc] { cb_.registered(inc); });
+      continue;
+    }
+    std::string value = seal_batch(lines, s_.keys.input(s_.self, inc_, seq), s_.secret);
+    std::string why;
+    if (write_batch(*writer_c_, value, seq, why)) {
+      ++seq;
+      ++written_;
+    } else {
+      cb_.post([this, why] { cb_.fenced(why); });
+    }
+  }
+}
+
+void link::keeper_loop() {
+  auto every = std::max<std::chrono::milliseconds>(std::chrono::milliseconds(s_.lease) / 3, std::chrono::milliseconds(100));
+  std::int64_t fenced_lease = 0;
+  while (sleep_for(every)) {
+    std::int64_t lease = lease_, ttl = 0;
+    if (lease == fenced_lease) continue;  // waiting for the writer to register again
+    std::string error;
+    if (!keeper_c_->keepalive(lease, ttl, error)) {
+      log(fmt::format("warning: cannot renew the store lease, retrying: {}", error));
+      continue;
+    }
+    if (ttl == 0) {
+      fenced_lease = lease;
+      std::string why = fmt::format("this host's store lease expired (not renewed within {}s: was it stopped, or cut "
+                                    "off from etcd?)",
+                                    s_.lease.count());
+      cb_.post([this, why] { cb_.fenced(why); });
+    }
+  }
+}
+
+void link::watcher_loop() {
+  const std::string from = s_.keys.prefix + "/";
+  while (!stopping_) {
+    std::string error;
+    auto end = watcher_c_->watch(from, prefix_end(from), watch_from_, [this](const std::vector<event>& evs) {
+      if (!evs.empty()) watch_from_ = evs.back().now.mod_revision + 1;
+      cb_.post([this, evs] { cb_.events(evs); });
+      return true;
+    }, error);
+    if (end == watch_end::cancelled) return;
+    if (end == watch_end::compacted) {
+      std::string why = fmt::format("the store's history before revision {} was compacted, and this version cannot "
+                                    "catch up from a snapshot; start the host again only after every host stopped, "
+                                    "with a new --store prefix",
+                                    watch_from_);
+      cb_.post([this, why] { cb_.failed(why); });
+      return;
+    }
+    log(fmt::format("warning: the store's watch broke, resuming at revision {}: {}", watch_from_, error));
+    if (!sleep_for(retry_every)) return;
+  }
+}
+
+}  // namespace tfb::store

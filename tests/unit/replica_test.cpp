@@ -1,0 +1,239 @@
+// A store's replicas (src/replica.h, docs/store.md): inputs written as lines,
+// batches sealed, and hosts that apply the same log reaching the same
+// barriers, each replying only to its own participants.
+#include "replica.h"
+
+#include <gtest/gtest.h>
+
+#include "store_client.h"
+
+namespace tfb::store {
+namespace {
+
+using proto::verdict;
+
+input::arrive arrival(conn_id c, const std::string& name, std::uint32_t n, std::uint32_t rank, millis now,
+                      const std::string& id = "") {
+  proto::arrive a;
+  a.name = name;
+  a.scope = "job";
+  a.n = n;
+  a.rank = rank;
+  a.id = id.empty() ? "p" + std::to_string(rank) : id;
+  return input::arrive{c, a, peer_info{"node" + std::to_string(rank), 100 + rank}, now};
+}
+
+std::string lines_to(const output& o, conn_id c) {
+  std::string s;
+  for (const auto& e : o.sends)
+    if (e.to == c) s += proto::format_reply(e.msg);
+  return s;
+}
+
+TEST(StoreInputs, EveryKindRoundTrips) {
+  proto::decide d;
+  d.scope = "job";
+  d.name = "epoch3";
+  d.v = verdict::stop;
+  d.message = "loss went up: stop now";
+  d.rank = 0;
+  d.id = "chief0";
+  proto::decide any;  // "the one round that awaits a verdict": no name
+  any.scope = "job";
+  any.id = "x1";
+  any.v = verdict::continue_;
+  any.wait = false;
+  proto::abort_req ab{"job", "e", "node 4 died"};
+  std::vector<door_input> ins{arrival(7, "e", 4, 2, 1234), input::decide{9, d, peer_info{"n0", 5}, 99}, input::decide{9, any, peer_info{"", 5}, 99},
+                              input::abort{3, ab, 77}, input::leave{7, departure::unresponsive, 1300, true},
+                              input::leave{8, departure::lost, 1, false}, input::prune{5000, 60000}};
+  for (const auto& in : ins) {
+    std::string line = encode(in);
+    ASSERT_FALSE(line.empty());
+    EXPECT_EQ(line.find('\n'), std::string::npos) << line;
+    door_input back;
+    std::string error;
+    ASSERT_TRUE(decode(line, back, error)) << line << ": " << error;
+    EXPECT_EQ(encode(back), line);
+    EXPECT_EQ(back.index(), in.index());
+  }
+  EXPECT_EQ(encode(input::shutdown{"bye"}), "");  // one host's own: not shared
+}
+
+TEST(StoreInputs, MalformedLinesAreRefusedWithAReason) {
+  door_input in;
+  std::string error;
+  for (std::string_view bad : {"", "Z 1 2", "A x 2 3 h ARRIVE name=a", "A 1 2 3 h PING", "L 1 2 gone 0",
+                               "L 1 2 left 2", "P 1", "P 1 2 3", "X 1 2 ARRIVE name=a n=2",
+                               "A 1 2 3 h ARRIVE name=a name=b n=2"}) {
+    EXPECT_FALSE(decode(bad, in, error)) << bad;
+    EXPECT_FALSE(error.empty()) << bad;
+  }
+}
+
+TEST(StoreBatches, AMacBindsTheLinesToTheirKey) {
+  std::string secret = "s3cret", key = "/t/in/h:1/5/0000000000000000";
+  std::vector<std::string> lines{encode(arrival(1, "e", 2, 0, 10)), encode(arrival(2, "e", 2, 1, 11))};
+  std::string value = seal_batch(lines, key, &secret);
+  std::vector<std::string_view> got;
+  std::string error;
+  ASSERT_TRUE(open_batch(value, key, &secret, got, error)) << error;
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[1], lines[1]);
+  // Replayed under another key, changed, or signed with another secret: refused.
+  EXPECT_FALSE(open_batch(value, "/t/in/h:1/5/0000000000000001", &secret, got, error));
+  std::string changed = value;
+  changed[changed.find("n=2")] = 'x';
+  EXPECT_FALSE(open_batch(changed, key, &secret, got, error));
+  std::string other = "other";
+  EXPECT_FALSE(open_batch(value, key, &other, got, error));
+  EXPECT_FALSE(open_batch(seal_batch(lines, key, nullptr), key, &secret, got, error));
+  EXPECT_NE(error.find("MAC"), std::string::npos);
+  // Without a secret, the lines as they are.
+  ASSERT_TRUE(open_batch(seal_batch(lines, key, nullptr), key, nullptr, got, error));
+  EXPECT_EQ(got.size(), 2u);
+}
+
+TEST(StoreLayout, KeysParseBack) {
+  layout l{"/tfb/job1"};
+  auto p = l.parse(l.input("node1:7727", 42, 3));
+  EXPECT_EQ(p.what, layout::parsed::kind::input);
+  EXPECT_EQ(p.host, "node1:7727");
+  EXPECT_EQ(p.inc, 42);
+  EXPECT_EQ(l.parse(l.host("node2:1")).what, layout::parsed::kind::host);
+  EXPECT_EQ(l.parse(l.origin()).what, layout::parsed::kind::origin);
+  EXPECT_EQ(l.parse("/tfb/job10/origin").what, layout::parsed::kind::other);
+  EXPECT_EQ(l.parse("/tfb/job1/in/broken").what, layout::parsed::kind::other);
+  EXPECT_EQ(host_key("a/b c", "7"), "a_b_c:7");
+  EXPECT_EQ(prefix_end("/a/"), "/a0");
+}
+
+TEST(StorePresence, FormatsAndParses) {
+  presence p{state_machine_version, "node1", "10.0.0.1:7727", 42}, q;
+  ASSERT_TRUE(presence::parse(p.format(), q));
+  EXPECT_EQ(q.node, "node1");
+  EXPECT_EQ(q.address, "10.0.0.1:7727");
+  EXPECT_EQ(q.pid, 42u);
+  EXPECT_FALSE(presence::parse("garbage", q));
+}
+
+/// Hosts A and B, each with a replica, fed the same log.
+struct two_hosts {
+  barrier_set sa, sb;
+  replica a{"A:1", sa}, b{"B:1", sb};
+  std::string secret = "k";
+  std::uint64_t seq = 0;
+  two_hosts() {
+    presence p{state_machine_version, "n", "x", 1};
+    for (auto* r : {&a, &b}) {
+      r->host_up("A:1", 10, p);
+      r->host_up("B:1", 11, p);
+    }
+    a.set_incarnation(10);
+    b.set_incarnation(11);
+  }
+  /// host h (incarnation inc) writes one batch; both apply it.
+  std::pair<output, output> write(const std::string& h, std::int64_t inc, const std::vector<door_input>& ins) {
+    std::vector<std::string> lines;
+    for (const auto& in : ins) lines.push_back(encode(in));
+    std::string key = layout{"/t"}.input(h, inc, seq++);
+    std::string value = seal_batch(lines, key, &secret);
+    std::pair<output, output> out;
+    std::string error;
+    EXPECT_TRUE(a.apply_batch(h, inc, key, value, &secret, out.first, error)) << error;
+    EXPECT_TRUE(b.apply_batch(h, inc, key, value, &secret, out.second, error)) << error;
+    return out;
+  }
+};
+
+TEST(Replica, TwoHostsReachTheSameReleaseAndEachRepliesToItsOwn) {
+  two_hosts t;
+  auto [a1, b1] = t.write("A:1", 10, {arrival(1, "e", 2, 0, 100)});
+  EXPECT_EQ(lines_to(a1, 1), "WAITING name=e gen=1 arrived=1 n=2\n");
+  EXPECT_TRUE(b1.sends.empty());  // A's participant is not B's to answer
+  // B's participant has the same local connection id 1: another participant.
+  auto [a2, b2] = t.write("B:1", 11, {arrival(1, "e", 2, 1, 130)});
+  EXPECT_NE(lines_to(a2, 1).find("RELEASE name=e gen=1"), std::string::npos) << lines_to(a2, 1);
+  EXPECT_NE(lines_to(b2, 1).find("RELEASE name=e gen=1"), std::string::npos) << lines_to(b2, 1);
+  EXPECT_EQ(a2.sends.size(), 1u);
+  EXPECT_EQ(b2.sends.size(), 2u);  // WAITING and RELEASE
+  proto::status_req all{"*", "", true};
+  EXPECT_EQ(proto::format_reply(t.sa.status(all, 200)), proto::format_reply(t.sb.status(all, 200)));
+}
+
+TEST(Replica, AVerdictFromOneHostReachesTheOther) {
+  two_hosts t;
+  auto chief = arrival(1, "e", 2, 0, 100);
+  chief.req.chief = true;
+  t.write("A:1", 10, {chief});
+  auto [a0, b0] = t.write("B:1", 11, {arrival(4, "e", 2, 1, 101)});
+  EXPECT_NE(lines_to(a0, 1).find("ALL_HERE name=e"), std::string::npos) << lines_to(a0, 1);  // A's chief
+  EXPECT_TRUE(b0.sends.size() == 1);  // B's participant: WAITING only
+  proto::decide d;
+  d.scope = "job";
+  d.name = "e";
+  d.v = verdict::stop;
+  d.message = "enough";
+  d.id = "decider";
+  auto [a, b] = t.write("A:1", 10, {input::decide{2, d, peer_info{"n0", 9}, 102}});
+  EXPECT_NE(lines_to(b, 4).find("RELEASE name=e gen=1 verdict=stop"), std::string::npos) << lines_to(b, 4);
+  EXPECT_TRUE(lines_to(b, 2).empty());  // B has no connection 2 of its own
+  EXPECT_NE(lines_to(a, 2).find("DECIDED name=e gen=1 verdict=stop"), std::string::npos) << lines_to(a, 2);
+}
+
+TEST(Replica, ALostHostWithdrawsOnlyItsOwnIncarnation) {
+  two_hosts t;
+  t.write("A:1", 10, {arrival(1, "e", 3, 0, 100)});
+  t.write("B:1", 11, {arrival(1, "e", 3, 1, 100, "b1")});
+  // B restarts as incarnation 20 and its participant arrives again through it.
+  presence p{state_machine_version, "n", "x", 2};
+  t.a.host_up("B:1", 20, p);
+  t.b.host_up("B:1", 20, p);
+  t.b.set_incarnation(20);
+  t.write("B:1", 20, {arrival(1, "e", 3, 1, 150, "b1")});
+  output oa, ob;
+  t.a.host_down("B:1", 11, oa);  // the old lease expires late: the participant stays
+  t.b.host_down("B:1", 11, ob);
+  proto::status_req all{"*", "e", true};
+  auto st = t.sa.status(all, 200);
+  ASSERT_EQ(st.barriers.size(), 1u);
+  EXPECT_EQ(st.barriers[0].arrived, 2u);
+  // The new incarnation goes: rank 1 is lost with it, named as such.
+  output oc;
+  t.a.host_down("B:1", 20, oc);
+  st = t.sa.status(all, 200);
+  EXPECT_EQ(st.barriers[0].arrived, 1u);
+  ASSERT_EQ(st.barriers[0].gone.size(), 1u);
+  EXPECT_EQ(st.barriers[0].gone[0].how, departure::lost);
+  EXPECT_EQ(t.a.identities(), 1u);
+}
+
+TEST(Replica, ABatchOfAnIncarnationThatIsGoneIsNotApplied) {
+  two_hosts t;
+  output out;
+  t.a.host_down("B:1", 11, out);
+  std::string key = layout{"/t"}.input("B:1", 11, 0);
+  std::string error;
+  EXPECT_FALSE(t.a.apply_batch("B:1", 11, key, seal_batch({encode(arrival(1, "e", 2, 1, 5))}, key, &t.secret),
+                               &t.secret, out, error));
+  EXPECT_NE(error.find("not present"), std::string::npos) << error;
+  EXPECT_EQ(t.sa.barrier_count(), 0u);
+  // Nor a forged one, nor a malformed one: nothing of it is applied.
+  key = layout{"/t"}.input("A:1", 10, 0);
+  EXPECT_FALSE(t.a.apply_batch("A:1", 10, key, seal_batch({encode(arrival(1, "e", 2, 1, 5))}, key, nullptr),
+                               &t.secret, out, error));
+  EXPECT_FALSE(t.a.apply_batch("A:1", 10, key,
+                               seal_batch({encode(arrival(1, "e", 2, 1, 5)), "A junk"}, key, &t.secret), &t.secret,
+                               out, error));
+  EXPECT_EQ(t.sa.barrier_count(), 0u);
+}
+
+TEST(Replica, AClosedConnectionIsForgottenAndRepliesToOthersAreDropped) {
+  two_hosts t;
+  t.write("A:1", 10, {arrival(1, "e", 2, 0, 100), input::leave{1, departure::disconnected, 110, false}});
+  EXPECT_EQ(t.a.identities(), 0u);
+  EXPECT_EQ(t.sa.waiting(), 0u);
+}
+
+}  // namespace
+}  // namespace tfb::store
