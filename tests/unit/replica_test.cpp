@@ -167,7 +167,7 @@ TEST(Replica, AVerdictFromOneHostReachesTheOther) {
   chief.req.chief = true;
   t.write("A:1", 10, {chief});
   auto [a0, b0] = t.write("B:1", 11, {arrival(4, "e", 2, 1, 101)});
-  EXPECT_NE(lines_to(a0, 1).find("ALL_HERE name=e"), std::string::npos) << lines_to(a0, 1);  // A's chief
+  EXPECT_NE(lines_to(a0, 1).find("ALLHERE name=e"), std::string::npos) << lines_to(a0, 1);  // A's chief
   EXPECT_TRUE(b0.sends.size() == 1);  // B's participant: WAITING only
   proto::decide d;
   d.scope = "job";
