@@ -130,6 +130,7 @@ class resolver {
         !resolve_insecure())
       return std::nullopt;
     resolve_node();
+    resolve_store();
     decide_may_start();
     return s_;
   }
@@ -379,6 +380,13 @@ class resolver {
     return true;
   }
 
+  void resolve_store() {
+    if (auto v = get("TFBARRIER_STORE"); v && !v->empty())
+      s_.store = {*v, "env:TFBARRIER_STORE"};
+    else
+      s_.store = {std::nullopt, "default"};
+  }
+
   bool resolve_insecure() {
     if (flags_.insecure) {
       s_.insecure = {true, "flag:--insecure"};
@@ -482,6 +490,7 @@ std::string settings_to_text(const settings& s) {
   rows.push_back({"scope", text_value(s.scope), s.scope.source});
   rows.push_back({"node", text_value(s.node), s.node.source});
   rows.push_back({"insecure", text_value(s.insecure), s.insecure.source});
+  rows.push_back({"store", text_value(s.store), s.store.source});
   rows.push_back({"addr_explicit", s.addr_explicit ? "yes" : "no", ""});
   rows.push_back({"may_start_host", s.may_start_host ? "yes" : "no", ""});
   std::size_t key_width = 0, value_width = 0;
@@ -512,12 +521,13 @@ std::string settings_to_json(const settings& s) {
   j["launcher"] = to_string(s.launcher);
   j["node"] = json_value(s.node);
   j["insecure"] = s.insecure.value.value_or(false);
+  j["store"] = json_value(s.store);
   j["may_start_host"] = s.may_start_host;
   j["addr_explicit"] = s.addr_explicit;
   j["warnings"] = s.warnings;
   j["source"] = {{"host", s.host.source}, {"port", s.port.source}, {"n", s.n.source},
                  {"rank", s.rank.source}, {"scope", s.scope.source}, {"node", s.node.source},
-                 {"insecure", s.insecure.source}};
+                 {"insecure", s.insecure.source}, {"store", s.store.source}};
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

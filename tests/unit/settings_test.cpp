@@ -1088,8 +1088,10 @@ TEST(Json, AllKeysAndSources) {
   EXPECT_EQ(j["source"]["rank"], "env:SLURM_PROCID");
   EXPECT_EQ(j["source"]["scope"], "derived:SLURM_JOB_ID");
   EXPECT_EQ(j["source"]["node"], "env:SLURMD_NODENAME");
-  EXPECT_EQ(j.size(), 13u);
-  EXPECT_EQ(j["source"].size(), 7u);
+  EXPECT_TRUE(j["store"].is_null());
+  EXPECT_EQ(j["source"]["store"], "default");
+  EXPECT_EQ(j.size(), 14u);
+  EXPECT_EQ(j["source"].size(), 8u);
 }
 
 TEST(Json, UnsetValuesAreNull) {
@@ -1128,8 +1130,18 @@ TEST(Text, AlignedLinesWithSources) {
             "scope           slurm-4242.0  (derived:SLURM_JOB_ID)\n"
             "node            n03           (env:SLURMD_NODENAME)\n"
             "insecure        no            (default)\n"
+            "store           -             (default)\n"
             "addr_explicit   no\n"
             "may_start_host  no\n");
+}
+
+TEST(Store, TfbarrierStoreIsShownWithItsSource) {
+  auto env = slurm_step();
+  env["TFBARRIER_STORE"] = "etcd://10.0.0.1:2379/jobs";
+  auto s = ok(env);
+  EXPECT_EQ(s.store.value, "etcd://10.0.0.1:2379/jobs");
+  EXPECT_EQ(s.store.source, "env:TFBARRIER_STORE");
+  EXPECT_CONTAINS(settings_to_text(s), "store           etcd://10.0.0.1:2379/jobs  (env:TFBARRIER_STORE)\n");
 }
 
 TEST(Text, UnsetValuesAndWarnings) {

@@ -1,0 +1,197 @@
+#!/usr/bin/env bats
+# A store shared by many hosts (issue #20, docs/store.md), against a real
+# 3-member etcd cluster from Debian's etcd-server, started on loopback for
+# this file and stopped by PID. Three tfbarrier hosts share one store; the
+# participants are spread over them. Each test has a prefix of its own.
+load helpers
+
+setup_file() {
+  ETCD_DIR=$BATS_FILE_TMPDIR/etcd
+  ETCD_ENDPOINTS=$("$BATS_TEST_DIRNAME/../tools/etcd-cluster" start "$ETCD_DIR" 3 | tail -n 1)
+  [ -n "$ETCD_ENDPOINTS" ] || { echo "the etcd cluster did not start" >&2; return 1; }
+  export ETCD_DIR ETCD_ENDPOINTS
+}
+teardown_file() {
+  "$BATS_TEST_DIRNAME/../tools/etcd-cluster" stop "$ETCD_DIR"
+}
+
+setup() {
+  setup_common
+  SPAWN_LIMIT=40
+  STORE="etcd://${ETCD_ENDPOINTS//http:\/\//}/t${BATS_TEST_NUMBER}-$$"
+  declare -gA STORE_PORT=() STORE_PID=()
+}
+teardown() {
+  local p
+  for p in "${STORE_PID[@]}"; do kill -CONT "$p" 2>/dev/null || true; done
+  teardown_common
+}
+
+# store_host I [serve options]: starts (or starts again, on the same port)
+# host I of the store, with a lease of 2 s. A_I is its address.
+store_host() {
+  local i=$1
+  shift
+  [ -n "${STORE_PORT[$i]:-}" ] || STORE_PORT[$i]=$(free_port)
+  start_host_on "127.0.0.1:${STORE_PORT[$i]}" --store "$STORE" --store-lease 2s "$@"
+  STORE_PID[$i]=$HOST_PID
+  declare -g "A_$i=127.0.0.1:${STORE_PORT[$i]}"
+}
+three_hosts() { store_host 0 && store_host 1 && store_host 2; }
+
+# on I LABEL [wait options]: a participant of host I.
+on() {
+  local i=$1 label=$2 a="A_$1"
+  shift 2
+  spawn "$label" env TFBARRIER_ADDR="${!a}" "$TFB" wait "$@"
+}
+# arrived_on I NAME COUNT: host I counts COUNT arrivals at NAME.
+arrived_on() {
+  local a="A_$1"
+  TFBARRIER_ADDR=${!a} wait_arrived "$2" "$3"
+}
+
+@test "participants spread over three hosts are released together, and every host shows the whole barrier" {
+  three_hosts
+  on 0 p0 --name e1 --n 6 --rank 0
+  on 0 p1 --name e1 --n 6 --rank 1
+  on 1 p2 --name e1 --n 6 --rank 2
+  on 1 p3 --name e1 --n 6 --rank 3
+  on 2 p4 --name e1 --n 6 --rank 4
+  arrived_on 1 e1 5
+  arrived_on 0 e1 5
+  still_running 0.3 p0 p2 p4
+  on 2 p5 --name e1 --n 6 --rank 5
+  expect_exits 0 p0 p1 p2 p3 p4 p5
+  # The next round of the same name, numbered by the log on every host.
+  run -0 env TFBARRIER_ADDR="$A_2" "$TFB" status --name e1 --json
+  assert_json barriers.0.round 2
+}
+
+@test "the chief's stop given on one host reaches the participants on the others, with its message" {
+  three_hosts
+  on 1 w1 --name e2 --n 3 --rank 1
+  on 2 w2 --name e2 --n 3 --rank 2
+  arrived_on 0 e2 2
+  run -0 env TFBARRIER_ADDR="$A_0" timeout 20 "$TFB" wait --name e2 --n 3 --rank 0 --chief
+  run -0 env TFBARRIER_ADDR="$A_0" "$TFB" decide stop --name e2 -m "loss went up"
+  expect_exits 1 w1 w2
+  grep -qx "loss went up" "$(out w1)"
+  grep -qx "loss went up" "$(out w2)"
+}
+
+@test "abort on one host reaches every waiting participant; a conflict is refused on another host" {
+  three_hosts
+  on 0 w0 --name e3 --n 3 --rank 0
+  on 1 w1 --name e3 --n 3 --rank 1
+  arrived_on 2 e3 2
+  # rank 1 is taken (through host 1): the same rank through host 2 is a conflict.
+  run -4 env TFBARRIER_ADDR="$A_2" timeout 20 "$TFB" wait --name e3 --n 3 --rank 1
+  run -4 env TFBARRIER_ADDR="$A_2" timeout 20 "$TFB" wait --name e3 --n 5 --rank 2
+  run -0 env TFBARRIER_ADDR="$A_2" "$TFB" abort --name e3 --reason "node 7 died"
+  expect_exits 3 w0 w1
+  grep -q "node 7 died" "$(err w0)"
+}
+
+@test "a timeout names the missing ranks, whichever host they would come through" {
+  three_hosts
+  on 1 w1 --name e4 --n 4 --rank 1
+  arrived_on 0 e4 1
+  run -124 env TFBARRIER_ADDR="$A_0" timeout 20 "$TFB" wait --name e4 --n 4 --rank 0 --timeout 1s
+  assert_output --partial "2/4"
+  assert_output --partial "never arrived: ranks 2-3"
+  still_running 0.2 w1
+}
+
+@test "kill -9 of a host: its participants are named as lost within the lease, and the others keep waiting" {
+  three_hosts
+  on 1 w1 --name e5 --n 3 --rank 1 --connect-timeout 3s
+  on 0 w0 --name e5 --n 3 --rank 0
+  arrived_on 0 e5 2
+  kill -9 "${STORE_PID[1]}"
+  # Within the 2 s lease and etcd's expiry tick, rank 1 is withdrawn.
+  local i
+  for i in $(seq 100); do
+    env TFBARRIER_ADDR="$A_0" "$TFB" status --name e5 --json | grep -q '"arrived": 1,' && break
+    sleep 0.1
+  done
+  run -124 env TFBARRIER_ADDR="$A_2" timeout 20 "$TFB" wait --name e5 --n 3 --rank 2 --timeout 1s
+  assert_output --partial "rank 1 was lost with the host of its node"
+  still_running 0.2 w0
+  expect_exit_within 69 10 w1  # its own host is gone, and nothing answers on its address
+}
+
+@test "kill -9 of the etcd leader mid-round: the round completes with the right verdict" {
+  three_hosts
+  on 0 w0 --name e6 --n 3 --rank 1
+  on 1 w1 --name e6 --n 3 --rank 2
+  arrived_on 2 e6 2
+  leader=$("$BATS_TEST_DIRNAME/../tools/etcd-cluster" leader "$ETCD_DIR")
+  "$BATS_TEST_DIRNAME/../tools/etcd-cluster" kill "$ETCD_DIR" "$leader"
+  run -0 env TFBARRIER_ADDR="$A_2" timeout 30 "$TFB" decide stop --name e6 --n 3 --rank 0 -m "after the election"
+  expect_exits 1 w0 w1
+  grep -qx "after the election" "$(out w0)"
+  "$BATS_TEST_DIRNAME/../tools/etcd-cluster" restart "$ETCD_DIR" "$leader"
+}
+
+@test "a host killed and started again while its participants retry: the round completes" {
+  three_hosts
+  on 0 w0 --name e7 --n 3 --rank 0
+  on 1 w1 --name e7 --n 3 --rank 1
+  arrived_on 2 e7 2
+  kill -9 "${STORE_PID[1]}"
+  store_host 1
+  on 2 w2 --name e7 --n 3 --rank 2
+  expect_exits 0 w0 w1 w2
+}
+
+@test "a verdict acknowledged, then every host killed and started again: the verdict stands" {
+  three_hosts
+  on 0 w0 --name e8 --n 3 --rank 0
+  arrived_on 1 e8 1
+  run -0 env TFBARRIER_ADDR="$A_1" "$TFB" decide stop --name e8 --n 3 --rank 2 --no-wait -m "kept in etcd"
+  kill -9 "${STORE_PID[0]}" "${STORE_PID[1]}" "${STORE_PID[2]}"
+  store_host 0
+  store_host 1
+  store_host 2
+  on 2 w1 --name e8 --n 3 --rank 1
+  expect_exits 1 w0 w1
+  grep -qx "kept in etcd" "$(out w1)"
+}
+
+@test "SIGSTOP of a host past its lease, then SIGCONT: fenced, registered again, its participants arrive again" {
+  three_hosts
+  on 0 w0 --name e9 --n 3 --rank 0
+  on 1 w1 --name e9 --n 3 --rank 1
+  arrived_on 2 e9 2
+  kill -STOP "${STORE_PID[1]}"
+  for i in $(seq 100); do
+    env TFBARRIER_ADDR="$A_0" "$TFB" status --name e9 --json | grep -q '"arrived": 1,' && break
+    sleep 0.1
+  done
+  kill -CONT "${STORE_PID[1]}"
+  wait_for_match "$HOST_LOG" "registered as .* \(incarnation" 15
+  arrived_on 2 e9 2
+  on 2 w2 --name e9 --n 3 --rank 2
+  expect_exits 0 w0 w1 w2
+  # Applied once: the round released once, and the next one is round 2.
+  run -0 env TFBARRIER_ADDR="$A_2" "$TFB" status --name e9 --json
+  assert_json barriers.0.round 2
+}
+
+@test "serve --store: a malformed store, --state-dir beside it, or no etcd to reach: a clear error and its exit code" {
+  run -2 "$TFB" serve --listen 127.0.0.1:0 --store "http://127.0.0.1:2379"
+  assert_output --partial "etcd://"
+  run -2 "$TFB" serve --listen 127.0.0.1:0 --store "etcd://127.0.0.1:2379" --state-dir "$BATS_TEST_TMPDIR"
+  assert_output --partial "--state-dir"
+  run -2 "$TFB" serve --listen 127.0.0.1:0 --store "etcd://127.0.0.1:2379" --store-cert x.pem
+  assert_output --partial "--store-key"
+  port=$(free_port)
+  run -69 timeout 30 "$TFB" serve --listen 127.0.0.1:0 --store "etcd://127.0.0.1:$port"
+  assert_output --partial "cannot use the store"
+  assert_output --partial "127.0.0.1:$port"
+  # TFBARRIER_STORE sets it too, and config shows it with its source.
+  TFBARRIER_STORE="$STORE" run -0 "$TFB" config
+  assert_output --partial "store"
+  assert_output --partial "TFBARRIER_STORE"
+}
