@@ -900,7 +900,6 @@ bool server::open_store(std::string& error) {
   }
   link_door_ = std::make_unique<store::link_door>(*link_);
   door_ = link_door_.get();
-  state_.limit(opts_.max_barriers, 0);  // nothing here reads a clock: forgetting is a logged input
   return true;
 }
 

@@ -248,6 +248,7 @@ void replica::host_up(const std::string& h, std::int64_t inc, const presence& p)
 
 void replica::host_down(const std::string& h, std::int64_t inc, output& out) {
   auto hi = incs_.find(h);
+  if (inc == 0 && hi != incs_.end()) inc = hi->second;  // the event came without the key's past: the one known
   if (hi != incs_.end() && hi->second == inc) {
     hosts_.erase(h);
     incs_.erase(hi);
