@@ -14,7 +14,7 @@ _tfbarrier_options() {
   case $1 in
     serve) echo "--listen --daemon --log --idle-exit --forget-after --quiet --state-dir --max-connections" \
       "--max-per-address --max-barriers --secret-file --no-munge --insecure --metrics --metrics-token-file" \
-      "--metrics-textfile --history --history-file --help -q -h" ;;
+      "--metrics-textfile --history --history-file --store --store-lease --store-ca --store-cert --store-key --help -q -h" ;;
     wait) echo "--name --n --rank --chief --timeout --progress $client" ;;
     decide) echo "--name --message --no-wait --timeout --n --rank $client -m" ;;
     abort) echo "--name --reason $client" ;;
@@ -30,7 +30,7 @@ _tfbarrier_takes_value() {
   case $1 in
     --listen | --log | --idle-exit | --forget-after | --state-dir | --max-connections | --max-per-address | --max-barriers | \
       --secret-file | --name | --n | --rank | --timeout | --progress | --addr | --scope | --connect-timeout | \
-      --keepalive | --message | -m | --reason | --file | --metrics | --metrics-token-file | --metrics-textfile | --history | --history-file | --last | --svg) return 0 ;;
+      --keepalive | --message | -m | --reason | --file | --metrics | --metrics-token-file | --metrics-textfile | --history | --history-file | --last | --svg | --store | --store-lease) return 0 ;;
   esac
   return 1
 }
@@ -82,7 +82,7 @@ _tfbarrier() {
   # The value of an option.
   if _tfbarrier_takes_value "$prev"; then
     case $prev in
-      --log | --secret-file | --file | --history-file | --svg | --metrics-token-file | --metrics-textfile)
+      --log | --secret-file | --file | --history-file | --svg | --metrics-token-file | --metrics-textfile | --store-ca | --store-cert | --store-key)
         compopt -o filenames 2>/dev/null
         mapfile -t COMPREPLY < <(compgen -f -- "$cur")
         ;;
