@@ -162,20 +162,20 @@ bool decode(std::string_view line, door_input& in, std::string& error) {
     if (host.empty()) return fail("host");
     if (host != "-") peer.host = host;
     if (kind == "A") {
-      input::arrive a{c, {}, peer, now};
-      if (!request_of(rest, a.req, error)) return fail("request");
-      in = std::move(a);
+      proto::arrive req;
+      if (!request_of(rest, req, error)) return fail("request");
+      in = input::arrive{c, std::move(req), std::move(peer), now};
     } else {
-      input::decide d{c, {}, peer, now};
-      if (!request_of(rest, d.req, error)) return fail("request");
-      in = std::move(d);
+      proto::decide req;
+      if (!request_of(rest, req, error)) return fail("request");
+      in = input::decide{c, std::move(req), std::move(peer), now};
     }
     return true;
   }
   if (kind == "X") {
-    input::abort a{c, {}, now};
-    if (!request_of(rest, a.req, error)) return fail("request");
-    in = std::move(a);
+    proto::abort_req req;
+    if (!request_of(rest, req, error)) return fail("request");
+    in = input::abort{c, std::move(req), now};
     return true;
   }
   if (kind == "L") {
