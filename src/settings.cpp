@@ -126,11 +126,11 @@ class resolver {
 
   std::optional<settings> run() {
     detect_launcher();
+    resolve_store();
     if (!resolve_address() || (flags_.counts && (!resolve_n() || !resolve_rank())) || !resolve_scope() ||
         !resolve_insecure())
       return std::nullopt;
     resolve_node();
-    resolve_store();
     decide_may_start();
     return s_;
   }
@@ -199,6 +199,11 @@ class resolver {
                                 quote_text(*h), why));
       s_.host = {*host, "env:TFBARRIER_HOST"};
       s_.addr_explicit = true;  // the man page's "explicit": --addr, TFBARRIER_ADDR or TFBARRIER_HOST
+      return true;
+    }
+    if (s_.store.value) {
+      // With a store, every node has its own host (docs/store.md): this node's, on loopback.
+      s_.host = {std::string(loopback), "derived:TFBARRIER_STORE (the host of this node)"};
       return true;
     }
     if (s_.launcher == launcher_kind::slurm) {
@@ -418,6 +423,8 @@ class resolver {
   void decide_may_start() {
     if (s_.addr_explicit) {
       s_.may_start_host = false;
+    } else if (s_.store.value) {
+      s_.may_start_host = true;  // the first participant on each node starts that node's host
     } else if (s_.launcher == launcher_kind::slurm) {
       s_.may_start_host = s_.node.value && s_.host.value && *s_.node.value == *s_.host.value;
     } else if (s_.launcher == launcher_kind::none) {

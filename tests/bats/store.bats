@@ -195,3 +195,20 @@ arrived_on() {
   assert_output --partial "store"
   assert_output --partial "TFBARRIER_STORE"
 }
+
+@test "with TFBARRIER_STORE set, the first participant on each node starts that node's host, and the hosts share the barrier" {
+  export TFBARRIER_STORE=$STORE
+  # Two "nodes" on one machine: each its own port (a job's port is the same on every node).
+  port_a=$(free_port)
+  port_b=$(free_port)
+  spawn a env TFBARRIER_PORT="$port_a" "$TFB" wait --name s1 --n 3 --rank 0
+  spawn b env TFBARRIER_PORT="$port_b" "$TFB" wait --name s1 --n 3 --rank 1
+  TFBARRIER_ADDR=127.0.0.1:$port_b wait_arrived s1 2
+  run -0 env TFBARRIER_PORT="$port_a" timeout 20 "$TFB" wait --name s1 --n 3 --rank 2
+  expect_exits 0 a b
+  log=$(ls "$HOME"/.tfbarrier/serve-*.log)
+  grep -q "listening on 127.0.0.1:$port_a .*store etcd://" "$log"
+  grep -q "listening on 127.0.0.1:$port_b .*store etcd://" "$log"
+  stop_self_started "$log" "127.0.0.1:$port_a"
+  stop_self_started "$log" "127.0.0.1:$port_b"
+}

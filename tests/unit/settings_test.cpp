@@ -1135,6 +1135,21 @@ TEST(Text, AlignedLinesWithSources) {
             "may_start_host  no\n");
 }
 
+TEST(Store, WithAStoreEveryNodeUsesAndMayStartItsOwnHost) {
+  auto env = slurm_step();  // node n03 of a job whose first node is n01
+  env["TFBARRIER_STORE"] = "etcd://10.0.0.1:2379";
+  auto s = ok(env);
+  EXPECT_EQ(s.host.value, "127.0.0.1");
+  EXPECT_EQ(s.host.source, "derived:TFBARRIER_STORE (the host of this node)");
+  EXPECT_EQ(s.port.source, "derived:SLURM_JOB_ID");  // the job's port, on every node
+  EXPECT_TRUE(s.may_start_host);
+  // An address given wins, and is never started.
+  env["TFBARRIER_ADDR"] = "n01:7000";
+  auto t = ok(env);
+  EXPECT_EQ(t.host.value, "n01");
+  EXPECT_FALSE(t.may_start_host);
+}
+
 TEST(Store, TfbarrierStoreIsShownWithItsSource) {
   auto env = slurm_step();
   env["TFBARRIER_STORE"] = "etcd://10.0.0.1:2379/jobs";
