@@ -321,7 +321,11 @@ class engine {
     // The kernel says whose it is before a byte goes out, so a stranger's
     // host learns not even the barrier's name.
     if (peer_loopback_ && !o_.secret) {
-      if (auto refused = stranger_host()) {
+      bool not_yet = false;
+      if (auto refused = stranger_host(not_yet)) {
+        // A host that has not accepted yet (busy, or catching up with its
+        // store) is asked again after a back-off, within --connect-timeout.
+        if (not_yet) co_return conn_end{conn_end::kind::busy, std::move(*refused)};
         finish(outcome{exit_code::auth, "", std::move(*refused)});
         co_return conn_end{};
       }
@@ -346,9 +350,10 @@ class engine {
 
   /// Why the host at the other end of this loopback connection is not to be
   /// trusted without a secret, or nullopt when it runs as us (or root).
-  std::optional<std::string> stranger_host() {
+  std::optional<std::string> stranger_host(bool& not_yet) {
     std::string why;
-    auto uid = peer_owner(socket_.native_handle(), why);
+    auto uid = peer_owner(socket_.native_handle(), why, &not_yet);
+    if (!uid && not_yet) return std::string("it has not accepted the connection yet");
     if (!uid)
       return fmt::format("cannot tell which user runs the host at {}: {}; give both sides a shared secret "
                          "(tfbarrier secret, then --secret-file)",

@@ -94,7 +94,7 @@ bool ask(const sockaddr_storage& local, const sockaddr_storage& peer, lookup& re
 
 }  // namespace
 
-std::optional<uid_t> peer_owner(int fd, std::string& error) {
+std::optional<uid_t> peer_owner(int fd, std::string& error, bool* not_yet) {
   sockaddr_storage local{}, peer{};
   socklen_t ll = sizeof local, pl = sizeof peer;
   if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0 ||
@@ -118,7 +118,8 @@ std::optional<uid_t> peer_owner(int fd, std::string& error) {
     if (!r.pending) return r.uid;
     ::poll(nullptr, 0, 1);  // 1 ms (poll, not nanosleep: every libc import costs each start)
   }
-  error = "the host's end of this connection was never accepted by the kernel";
+  error = "the host has not accepted this connection (it is busy, or not serving yet)";
+  if (not_yet) *not_yet = true;
   return std::nullopt;
 }
 

@@ -1,0 +1,428 @@
+// The etcd v3 client of `serve --store` (src/store_client.h): etcd's JSON
+// gateway (POST /v3/kv/range, /v3/kv/txn, /v3/lease/*, /v3/watch) through
+// libcurl's easy interface and nlohmann-json. Built into the module
+// tfbarrier-etcd.so, which only a host with a store loads, so that `wait`
+// never maps libcurl. Nothing here throws out of the module: JSON errors and
+// HTTP errors become sentences naming the endpoint.
+//
+// Facts of the gateway (etcd 3.4) this relies on: keys and values are
+// base64; int64 fields are JSON strings; fields at their default (false, 0,
+// PUT) are left out; an error is a JSON object with "error"/"message" and an
+// HTTP status other than 200; /v3/watch answers with one JSON object per
+// line, {"result": {...}}, for as long as the request lasts.
+#include <curl/curl.h>
+
+#include <atomic>
+#include <charconv>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "store_client.h"
+
+namespace tfb::store {
+namespace {
+
+using json = nlohmann::json;
+
+const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+std::string b64(std::string_view in) {
+  std::string out;
+  out.reserve((in.size() + 2) / 3 * 4);
+  std::size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    unsigned v = (static_cast<unsigned char>(in[i]) << 16) | (static_cast<unsigned char>(in[i + 1]) << 8) |
+                 static_cast<unsigned char>(in[i + 2]);
+    out += b64chars[(v >> 18) & 63];
+    out += b64chars[(v >> 12) & 63];
+    out += b64chars[(v >> 6) & 63];
+    out += b64chars[v & 63];
+  }
+  if (i + 1 == in.size()) {
+    unsigned v = static_cast<unsigned char>(in[i]) << 16;
+    out += b64chars[(v >> 18) & 63];
+    out += b64chars[(v >> 12) & 63];
+    out += "==";
+  } else if (i + 2 == in.size()) {
+    unsigned v = (static_cast<unsigned char>(in[i]) << 16) | (static_cast<unsigned char>(in[i + 1]) << 8);
+    out += b64chars[(v >> 18) & 63];
+    out += b64chars[(v >> 12) & 63];
+    out += b64chars[(v >> 6) & 63];
+    out += '=';
+  }
+  return out;
+}
+
+bool unb64(std::string_view in, std::string& out) {
+  out.clear();
+  unsigned v = 0;
+  int bits = 0;
+  for (char ch : in) {
+    if (ch == '=') break;
+    const char* p = std::char_traits<char>::find(b64chars, 64, ch);
+    if (!p) return false;
+    v = (v << 6) | static_cast<unsigned>(p - b64chars);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((v >> bits) & 0xff);
+    }
+  }
+  return true;
+}
+
+/// An int64 field: a JSON string (or number), absent meaning 0.
+std::int64_t i64(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end()) return 0;
+  if (it->is_number_integer()) return it->get<std::int64_t>();
+  if (!it->is_string()) return 0;
+  const std::string& s = it->get_ref<const std::string&>();
+  std::int64_t v = 0;
+  std::from_chars(s.data(), s.data() + s.size(), v);
+  return v;
+}
+
+bool to_kv(const json& j, kv& out) {
+  out = kv{};
+  if (!j.is_object()) return false;
+  if (auto it = j.find("key"); it != j.end() && !unb64(it->get<std::string>(), out.key)) return false;
+  if (auto it = j.find("value"); it != j.end() && !unb64(it->get<std::string>(), out.value)) return false;
+  out.create_revision = i64(j, "create_revision");
+  out.mod_revision = i64(j, "mod_revision");
+  out.version = i64(j, "version");
+  out.lease = i64(j, "lease");
+  return true;
+}
+
+const char* target_name(compare::target t) {
+  switch (t) {
+    case compare::target::version: return "VERSION";
+    case compare::target::create_revision: return "CREATE";
+    case compare::target::mod_revision: return "MOD";
+    case compare::target::value: return "VALUE";
+  }
+  return "VERSION";
+}
+const char* op_name(compare::op o) {
+  switch (o) {
+    case compare::op::equal: return "EQUAL";
+    case compare::op::greater: return "GREATER";
+    case compare::op::less: return "LESS";
+    case compare::op::not_equal: return "NOT_EQUAL";
+  }
+  return "EQUAL";
+}
+
+json to_json(const compare& c) {
+  json j{{"target", target_name(c.what)}, {"result", op_name(c.how)}, {"key", b64(c.key)}};
+  switch (c.what) {
+    case compare::target::version: j["version"] = std::to_string(c.number); break;
+    case compare::target::create_revision: j["create_revision"] = std::to_string(c.number); break;
+    case compare::target::mod_revision: j["mod_revision"] = std::to_string(c.number); break;
+    case compare::target::value: j["value"] = b64(c.value); break;
+  }
+  return j;
+}
+
+json to_json(const op& o) {
+  json r{{"key", b64(o.key)}};
+  if (!o.range_end.empty()) r["range_end"] = b64(o.range_end);
+  switch (o.what) {
+    case op::type::put:
+      r["value"] = b64(o.value);
+      if (o.lease) r["lease"] = std::to_string(o.lease);
+      return json{{"request_put", r}};
+    case op::type::del: return json{{"request_delete_range", r}};
+    case op::type::range: return json{{"request_range", r}};
+  }
+  return json{};
+}
+
+std::once_flag curl_once;
+
+class etcd_client final : public client {
+ public:
+  explicit etcd_client(client_config c) : c_(std::move(c)) {}
+  ~etcd_client() override {
+    if (h_) curl_easy_cleanup(h_);
+  }
+  bool ok(std::string& error) {
+    h_ = curl_easy_init();
+    if (!h_) error = "cannot make a libcurl handle";
+    return h_ != nullptr;
+  }
+
+  bool grant(std::int64_t ttl, std::int64_t& id, std::string& error) override {
+    json r;
+    if (!call("/v3/lease/grant", json{{"TTL", std::to_string(ttl)}}, r, error)) return false;
+    id = i64(r, "ID");
+    if (id == 0) return fail(fmt_error("the lease grant gave no ID", r), error);
+    return true;
+  }
+  bool keepalive(std::int64_t id, std::int64_t& ttl, std::string& error) override {
+    json r;
+    if (!call("/v3/lease/keepalive", json{{"ID", std::to_string(id)}}, r, error)) return false;
+    // The gateway streams one {"result": ...} for the one request sent.
+    const json& res = r.contains("result") ? r["result"] : r;
+    ttl = i64(res, "TTL");
+    return true;
+  }
+  bool revoke(std::int64_t id, std::string& error) override {
+    json r;
+    return call("/v3/lease/revoke", json{{"ID", std::to_string(id)}}, r, error);
+  }
+  bool txn(const std::vector<compare>& cmp, const std::vector<op>& success, const std::vector<op>& failure,
+           txn_result& result, std::string& error) override {
+    json body{{"compare", json::array()}, {"success", json::array()}, {"failure", json::array()}};
+    for (const auto& c : cmp) body["compare"].push_back(to_json(c));
+    for (const auto& o : success) body["success"].push_back(to_json(o));
+    for (const auto& o : failure) body["failure"].push_back(to_json(o));
+    json r;
+    if (!call("/v3/kv/txn", body, r, error)) return false;
+    result = txn_result{};
+    result.succeeded = r.value("succeeded", false);
+    if (r.contains("header")) result.revision = i64(r["header"], "revision");
+    if (auto it = r.find("responses"); it != r.end() && it->is_array()) {
+      for (const auto& resp : *it) {
+        std::vector<kv> keys;
+        if (auto rr = resp.find("response_range"); rr != resp.end())
+          if (auto kvs = rr->find("kvs"); kvs != rr->end() && kvs->is_array())
+            for (const auto& k : *kvs) {
+              kv one;
+              if (to_kv(k, one)) keys.push_back(std::move(one));
+            }
+        result.ranges.push_back(std::move(keys));
+      }
+    }
+    return true;
+  }
+  bool range(const std::string& key, const std::string& range_end, std::vector<kv>& out, std::int64_t& revision,
+             std::string& error, std::int64_t at_revision) override {
+    json body{{"key", b64(key)}};
+    if (!range_end.empty()) body["range_end"] = b64(range_end);
+    if (at_revision) body["revision"] = std::to_string(at_revision);
+    json r;
+    if (!call("/v3/kv/range", body, r, error)) return false;
+    out.clear();
+    if (r.contains("header")) revision = i64(r["header"], "revision");
+    if (auto kvs = r.find("kvs"); kvs != r.end() && kvs->is_array())
+      for (const auto& k : *kvs) {
+        kv one;
+        if (to_kv(k, one)) out.push_back(std::move(one));
+      }
+    return true;
+  }
+
+  watch_end watch(const std::string& key, const std::string& range_end, std::int64_t start_revision,
+                  const std::function<bool(const std::vector<event>&)>& on_events, std::string& error) override {
+    json req{{"key", b64(key)}, {"prev_kv", true}};
+    if (!range_end.empty()) req["range_end"] = b64(range_end);
+    if (start_revision) req["start_revision"] = std::to_string(start_revision);
+    std::string body = json{{"create_request", req}}.dump();
+    watch_state w{on_events};
+    for (std::size_t tried = 0; tried < c_.endpoints.size(); ++tried) {
+      if (cancelled_) return watch_end::cancelled;
+      const std::string& ep = endpoint();
+      w.buffer.clear();
+      w.got_any = false;
+      CURLcode rc = perform(ep + "/v3/watch", body, /*stream=*/true, &w);
+      if (cancelled_ || w.stop) return watch_end::cancelled;
+      if (w.compacted) {
+        error = fmt("etcd at " + ep + ": revision " + std::to_string(start_revision) + " was compacted");
+        return watch_end::compacted;
+      }
+      if (!w.error.empty()) {
+        error = "etcd at " + ep + ": " + w.error;
+        return watch_end::failed;
+      }
+      error = "etcd at " + ep + ": the watch ended: " + describe(rc);
+      if (w.got_any) return watch_end::failed;  // it worked here: the caller resumes from its revision
+      next_endpoint();
+    }
+    return watch_end::failed;
+  }
+
+  void cancel() override { cancelled_ = true; }
+
+ private:
+  struct watch_state {
+    const std::function<bool(const std::vector<event>&)>& on_events;
+    std::string buffer;
+    bool got_any = false, stop = false, compacted = false;
+    std::string error;
+  };
+
+  static std::string fmt(std::string s) { return s; }
+  static bool fail(std::string text, std::string& error) {
+    error = std::move(text);
+    return false;
+  }
+  static std::string fmt_error(const std::string& what, const json& r) { return what + ": " + r.dump(); }
+  static std::string describe(CURLcode rc) { return curl_easy_strerror(rc); }
+
+  const std::string& endpoint() const { return c_.endpoints[current_ % c_.endpoints.size()]; }
+  void next_endpoint() { current_ = (current_ + 1) % c_.endpoints.size(); }
+
+  static size_t on_body(char* data, size_t size, size_t n, void* user) {
+    static_cast<std::string*>(user)->append(data, size * n);
+    return size * n;
+  }
+  static size_t on_stream(char* data, size_t size, size_t n, void* user) {
+    try {
+      return take_stream(data, size, n, user);
+    } catch (const std::exception& e) {  // never through libcurl's C frames
+      static_cast<watch_state*>(user)->error = std::string("the watch sent what I cannot read: ") + e.what();
+      return 0;
+    }
+  }
+  static size_t take_stream(char* data, size_t size, size_t n, void* user) {
+    auto* w = static_cast<watch_state*>(user);
+    w->buffer.append(data, size * n);
+    // One JSON object per line; a line may come in pieces, or several at once.
+    std::size_t nl;
+    while ((nl = w->buffer.find('\n')) != std::string::npos) {
+      std::string line = w->buffer.substr(0, nl);
+      w->buffer.erase(0, nl + 1);
+      if (line.find_first_not_of(" \r\t") == std::string::npos) continue;
+      json j = json::parse(line, nullptr, false);
+      if (j.is_discarded()) {
+        w->error = "the watch sent what is not JSON: " + line.substr(0, 200);
+        return 0;
+      }
+      if (j.contains("error")) {
+        w->error = j["error"].value("message", j["error"].dump());
+        return 0;
+      }
+      const json& res = j.contains("result") ? j["result"] : j;
+      if (i64(res, "compact_revision") != 0) {
+        w->compacted = true;
+        return 0;
+      }
+      if (res.value("canceled", false)) {
+        w->error = "etcd cancelled the watch: " + res.value("cancel_reason", std::string("no reason given"));
+        return 0;
+      }
+      w->got_any = true;
+      auto evs = res.find("events");
+      if (evs == res.end() || !evs->is_array() || evs->empty()) continue;
+      std::vector<event> out;
+      for (const auto& e : *evs) {
+        event ev;
+        ev.what = e.value("type", std::string("PUT")) == "DELETE" ? event::type::del : event::type::put;
+        if (e.contains("kv")) to_kv(e["kv"], ev.now);
+        if (e.contains("prev_kv")) to_kv(e["prev_kv"], ev.prev);
+        out.push_back(std::move(ev));
+      }
+      if (!w->on_events(out)) {
+        w->stop = true;
+        return 0;
+      }
+    }
+    return size * n;
+  }
+  static int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+    return static_cast<etcd_client*>(user)->cancelled_ ? 1 : 0;
+  }
+
+  CURLcode perform(const std::string& url, const std::string& body, bool stream, void* sink) {
+    curl_easy_reset(h_);
+    curl_easy_setopt(h_, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(h_, CURLOPT_POST, 1L);
+    curl_easy_setopt(h_, CURLOPT_POSTFIELDS, body.c_str());
+    curl_easy_setopt(h_, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+    curl_easy_setopt(h_, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h_, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
+    curl_easy_setopt(h_, CURLOPT_NOPROXY, "*");
+    curl_easy_setopt(h_, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(h_, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h_, CURLOPT_XFERINFOFUNCTION, &on_progress);
+    curl_easy_setopt(h_, CURLOPT_XFERINFODATA, this);
+    if (!c_.ca.empty()) curl_easy_setopt(h_, CURLOPT_CAINFO, c_.ca.c_str());
+    if (!c_.cert.empty()) curl_easy_setopt(h_, CURLOPT_SSLCERT, c_.cert.c_str());
+    if (!c_.key.empty()) curl_easy_setopt(h_, CURLOPT_SSLKEY, c_.key.c_str());
+    if (stream) {
+      curl_easy_setopt(h_, CURLOPT_WRITEFUNCTION, &on_stream);
+      curl_easy_setopt(h_, CURLOPT_WRITEDATA, sink);
+      // A watch lasts; the keep-alive probes find a dead member's connection.
+      curl_easy_setopt(h_, CURLOPT_TCP_KEEPALIVE, 1L);
+      curl_easy_setopt(h_, CURLOPT_TCP_KEEPIDLE, 5L);
+      curl_easy_setopt(h_, CURLOPT_TCP_KEEPINTVL, 2L);
+    } else {
+      curl_easy_setopt(h_, CURLOPT_WRITEFUNCTION, &on_body);
+      curl_easy_setopt(h_, CURLOPT_WRITEDATA, sink);
+      curl_easy_setopt(h_, CURLOPT_TIMEOUT_MS, static_cast<long>(c_.timeout.count()));
+    }
+    return curl_easy_perform(h_);
+  }
+
+  /// One request: tried at each endpoint in turn until one answers.
+  bool call(const std::string& path, const json& body, json& reply, std::string& error) {
+    try {
+      return call_once(path, body, reply, error);
+    } catch (const std::exception& e) {
+      return fail("etcd answered " + path + " with what I cannot read: " + e.what(), error);
+    }
+  }
+  bool call_once(const std::string& path, const json& body, json& reply, std::string& error) {
+    std::string text = body.dump();
+    std::string tried;
+    for (std::size_t attempt = 0; attempt < c_.endpoints.size(); ++attempt) {
+      if (cancelled_) return fail("cancelled", error);
+      const std::string& ep = endpoint();
+      std::string got;
+      CURLcode rc = perform(ep + path, text, false, &got);
+      if (rc != CURLE_OK) {
+        tried += (tried.empty() ? "" : "; ") + ep + ": " + describe(rc);
+        next_endpoint();
+        continue;
+      }
+      long status = 0;
+      curl_easy_getinfo(h_, CURLINFO_RESPONSE_CODE, &status);
+      reply = json::parse(got, nullptr, false);
+      if (reply.is_discarded() || !reply.is_object())
+        return fail("etcd at " + ep + path + " answered HTTP " + std::to_string(status) + " with what is not JSON: " +
+                        got.substr(0, 200),
+                    error);
+      if (status != 200 || reply.contains("error")) {
+        std::string msg = reply.value("message", reply.value("error", std::string()));
+        // A member without a leader (an election under way) is worth trying elsewhere.
+        if (status == 503 || msg.find("no leader") != std::string::npos) {
+          tried += (tried.empty() ? "" : "; ") + ep + ": " + msg;
+          next_endpoint();
+          continue;
+        }
+        return fail("etcd at " + ep + ": " + (msg.empty() ? "HTTP " + std::to_string(status) : msg), error);
+      }
+      return true;
+    }
+    return fail("no etcd endpoint answered (" + tried + ")", error);
+  }
+
+  client_config c_;
+  CURL* h_ = nullptr;
+  std::size_t current_ = 0;
+  std::atomic<bool> cancelled_{false};
+};
+
+}  // namespace
+}  // namespace tfb::store
+
+extern "C" __attribute__((visibility("default"))) tfb::store::client* tfb_etcd_client_new(
+    const tfb::store::client_config* config, std::string* error) {
+  try {
+    std::call_once(tfb::store::curl_once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+    if (config->endpoints.empty()) {
+      *error = "no etcd endpoint given";
+      return nullptr;
+    }
+    auto c = std::make_unique<tfb::store::etcd_client>(*config);
+    if (!c->ok(*error)) return nullptr;
+    return c.release();
+  } catch (const std::exception& e) {
+    *error = std::string("cannot make the etcd client: ") + e.what();
+    return nullptr;
+  }
+}
