@@ -873,6 +873,8 @@ bool server::open_store(std::string& error) {
   ls.self = self_key_;
   ls.me = store::presence{store::state_machine_version, opts_.node, address_, static_cast<std::uint32_t>(getpid())};
   ls.lease = std::chrono::duration_cast<std::chrono::seconds>(opts_.store_lease);
+  // A request that hangs (a member that lost its leader) must not outlast the lease: try the next member.
+  ls.client.timeout = std::clamp<std::chrono::milliseconds>(std::chrono::milliseconds(ls.lease) / 3, std::chrono::seconds(1), std::chrono::seconds(5));
   store_secret_ = opts_.secret;
   ls.secret = store_secret_ ? &*store_secret_ : nullptr;
   replica_ = std::make_unique<store::replica>(self_key_, state_);

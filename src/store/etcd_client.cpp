@@ -148,8 +148,13 @@ class etcd_client final : public client {
   explicit etcd_client(client_config c) : c_(std::move(c)) {}
   ~etcd_client() override {
     if (h_) curl_easy_cleanup(h_);
+    curl_slist_free_all(headers_);
   }
   bool ok(std::string& error) {
+    // etcd's "require leader": a member cut off from the others ends the
+    // watch (and refuses requests) instead of answering from a stale state.
+    headers_ = curl_slist_append(nullptr, "Grpc-Metadata-Hasleader: true");
+    headers_ = curl_slist_append(headers_, "Content-Type: application/json");
     h_ = curl_easy_init();
     if (!h_) error = "cannot make a libcurl handle";
     return h_ != nullptr;
@@ -343,6 +348,7 @@ class etcd_client final : public client {
     if (!c_.ca.empty()) curl_easy_setopt(h_, CURLOPT_CAINFO, c_.ca.c_str());
     if (!c_.cert.empty()) curl_easy_setopt(h_, CURLOPT_SSLCERT, c_.cert.c_str());
     if (!c_.key.empty()) curl_easy_setopt(h_, CURLOPT_SSLKEY, c_.key.c_str());
+    curl_easy_setopt(h_, CURLOPT_HTTPHEADER, headers_);
     if (stream) {
       curl_easy_setopt(h_, CURLOPT_WRITEFUNCTION, &on_stream);
       curl_easy_setopt(h_, CURLOPT_WRITEDATA, sink);
@@ -403,6 +409,7 @@ class etcd_client final : public client {
 
   client_config c_;
   CURL* h_ = nullptr;
+  curl_slist* headers_ = nullptr;
   std::size_t current_ = 0;
   std::atomic<bool> cancelled_{false};
 };
