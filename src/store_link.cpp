@@ -9,7 +9,7 @@
 #include "address.h"
 
 #ifndef TFB_MODULE_DIR
-#define TFB_MODULE_DIR "/usr/lib/tfbarrier"
+#define TFB_MODULE_DIR "/usr/lib/tfbarrier/modules"
 #endif
 
 namespace tfb::store {

@@ -71,13 +71,20 @@ need_deb() {
   assert_line --regexp '^Maintainer: .+ <.+@.+>$'
 }
 
-@test "the .deb depends only on libc6 (libstdc++ and fmt are linked in)" {
+@test "the .deb depends only on libc6, and libcurl4 for the etcd module (libstdc++ and fmt are linked in)" {
   need_deb
   run dpkg-deb --field "$DEB" Depends
   assert_success
   local deps
   deps=$(tr ',' '\n' <<<"$output" | sed -E 's/^ *//; s/ .*//' | sort | tr '\n' ' ')
-  assert_equal "$deps" "libc6 "
+  assert_equal "$deps" "libc6 libcurl4 "
+  # The binary itself needs libc alone: only `serve --store` loads the module.
+  local x=$BATS_TEST_TMPDIR/x
+  dpkg-deb -x "$DEB" "$x"
+  run -0 readelf -d "$x/usr/bin/tfbarrier"
+  refute_output --partial libcurl
+  run -0 readelf -d "$x/usr/lib/tfbarrier/modules/tfbarrier-etcd.so"
+  assert_output --partial libcurl
 }
 
 @test "the packaged binary is PIE (Debian hardening); the default build is position-dependent (start-up)" {
@@ -135,10 +142,15 @@ need_deb() {
   assert_success
   wait
   kill "$TFBARRIER_PID"
+  # serve --store finds its module where the package put it (nothing answers at this etcd).
+  run -69 /usr/bin/tfbarrier serve --listen 127.0.0.1:0 --store "etcd://127.0.0.1:$(free_port)"
+  assert_output --partial "no etcd endpoint answered"
+  refute_output --partial "cannot load the etcd module"
 
   run dpkg -r tfbarrier
   assert_success
   [ ! -e /usr/bin/tfbarrier ]
+  [ ! -e /usr/lib/tfbarrier ]
   [ ! -e /usr/share/man/man1/tfbarrier.1.gz ]
   [ ! -e /usr/share/bash-completion/completions/tfbarrier ]
   run dpkg-query -W -f='${Status}' tfbarrier

@@ -170,7 +170,9 @@ arrived_on() {
     sleep 0.1
   done
   kill -CONT "${STORE_PID[1]}"
-  wait_for_match "$HOST_LOG" "registered as .* \(incarnation" 15
+  wait_for_match "$HOST_LOG" "tfbarrier\[${STORE_PID[1]}\]: warning: store: .*registering again" 15
+  wait_for_match "$HOST_LOG" "tfbarrier\[${STORE_PID[1]}\]: store: registered as .*" 15
+  [ "$(grep -c "tfbarrier\[${STORE_PID[1]}\]: store: registered as" "$HOST_LOG")" -eq 2 ]
   arrived_on 2 e9 2
   on 2 w2 --name e9 --n 3 --rank 2
   expect_exits 0 w0 w1 w2
