@@ -45,6 +45,15 @@ on() {
   shift 2
   spawn "$label" env TFBARRIER_ADDR="${!a}" "$TFB" wait "$@"
 }
+# two_waiting NAME N: three hosts; rank 0 waits through host 0 (w0) and rank 1
+# through host 1 (w1), at NAME of size N; host 2 counts them both.
+two_waiting() {
+  three_hosts
+  on 0 w0 --name "$1" --n "$2" --rank 0
+  on 1 w1 --name "$1" --n "$2" --rank 1
+  arrived_on 2 "$1" 2
+}
+
 # arrived_on I NAME COUNT: host I counts COUNT arrivals at NAME.
 arrived_on() {
   local a="A_$1"
@@ -81,10 +90,7 @@ arrived_on() {
 }
 
 @test "abort on one host reaches every waiting participant; a conflict is refused on another host" {
-  three_hosts
-  on 0 w0 --name e3 --n 3 --rank 0
-  on 1 w1 --name e3 --n 3 --rank 1
-  arrived_on 2 e3 2
+  two_waiting e3 3
   # rank 1 is taken (through host 1): the same rank through host 2 is a conflict.
   run -4 env TFBARRIER_ADDR="$A_2" timeout 20 "$TFB" wait --name e3 --n 3 --rank 1
   run -4 env TFBARRIER_ADDR="$A_2" timeout 20 "$TFB" wait --name e3 --n 5 --rank 2
@@ -110,11 +116,7 @@ arrived_on() {
   arrived_on 0 e5 2
   kill -9 "${STORE_PID[1]}"
   # Within the 2 s lease and etcd's expiry tick, rank 1 is withdrawn.
-  local i
-  for i in $(seq 100); do
-    env TFBARRIER_ADDR="$A_0" "$TFB" status --name e5 --json | grep -q '"arrived": 1,' && break
-    sleep 0.1
-  done
+  arrived_on 0 e5 1
   run -124 env TFBARRIER_ADDR="$A_2" timeout 20 "$TFB" wait --name e5 --n 3 --rank 2 --timeout 1s
   assert_output --partial "rank 1 was lost with the host of its node"
   still_running 0.2 w0
@@ -135,10 +137,7 @@ arrived_on() {
 }
 
 @test "a host killed and started again while its participants retry: the round completes" {
-  three_hosts
-  on 0 w0 --name e7 --n 3 --rank 0
-  on 1 w1 --name e7 --n 3 --rank 1
-  arrived_on 2 e7 2
+  two_waiting e7 3
   kill -9 "${STORE_PID[1]}"
   store_host 1
   on 2 w2 --name e7 --n 3 --rank 2
@@ -160,15 +159,9 @@ arrived_on() {
 }
 
 @test "SIGSTOP of a host past its lease, then SIGCONT: fenced, registered again, its participants arrive again" {
-  three_hosts
-  on 0 w0 --name e9 --n 3 --rank 0
-  on 1 w1 --name e9 --n 3 --rank 1
-  arrived_on 2 e9 2
+  two_waiting e9 3
   kill -STOP "${STORE_PID[1]}"
-  for i in $(seq 100); do
-    env TFBARRIER_ADDR="$A_0" "$TFB" status --name e9 --json | grep -q '"arrived": 1,' && break
-    sleep 0.1
-  done
+  arrived_on 0 e9 1  # its participant is withdrawn once its lease expires
   kill -CONT "${STORE_PID[1]}"
   wait_for_match "$HOST_LOG" "tfbarrier\[${STORE_PID[1]}\]: warning: store: .*registering again" 15
   wait_for_match "$HOST_LOG" "tfbarrier\[${STORE_PID[1]}\]: store: registered as .*" 15
