@@ -207,3 +207,23 @@ arrived_on() {
   stop_self_started "$log" "127.0.0.1:$port_a"
   stop_self_started "$log" "127.0.0.1:$port_b"
 }
+
+@test "with a secret, a batch forged in etcd by someone without it is not applied: the participants do not see its abort" {
+  "$TFB" secret --file "$BATS_TEST_TMPDIR/secret" >/dev/null
+  export TFBARRIER_SECRET_FILE=$BATS_TEST_TMPDIR/secret
+  store_host 0 --secret-file "$TFBARRIER_SECRET_FILE"
+  store_host 1 --secret-file "$TFBARRIER_SECRET_FILE"
+  on 0 w0 --name f1 --n 2 --rank 0
+  arrived_on 1 f1 1
+  # Whoever can write under the prefix writes an ABORT as if host 0 had: the next batch of its incarnation.
+  local inc key
+  inc=$(sed -n "s/.*tfbarrier\[${STORE_PID[0]}\]: store: registered as .* (incarnation \([0-9]*\)).*/\1/p" "$HOST_LOG")
+  key="${STORE#etcd://*/}"
+  key="/$key/in/$(uname -n):${STORE_PORT[0]}/$inc/00000000000000ff"
+  printf 'X 99 1 ABORT scope=default name=f1 :forged\n' |
+    ETCDCTL_API=3 etcdctl --endpoints="$ETCD_ENDPOINTS" put "$key" >/dev/null
+  wait_for_match "$HOST_LOG" "store: $key not applied: a batch without a MAC" 10
+  still_running 0.3 w0
+  run -0 env TFBARRIER_ADDR="$A_1" timeout 20 "$TFB" wait --name f1 --n 2 --rank 1
+  expect_exits 0 w0
+}
