@@ -8,8 +8,8 @@
 
 #include "address.h"
 
-#ifndef TFB_MODULE_DIR
-#define TFB_MODULE_DIR "/usr/lib/tfbarrier/modules"
+#ifndef TFB_MODULE_DIR  // relative to the binary's directory (CMakeLists.txt)
+#define TFB_MODULE_DIR "../lib/tfbarrier/modules"
 #endif
 
 namespace tfb::store {
@@ -30,13 +30,14 @@ std::thread quiet_thread(F f) {
   return t;
 }
 
-std::string module_path_beside_binary() {
+/// The directory of this binary, "" when /proc does not say.
+std::string binary_dir() {
   char buf[4096];
   ssize_t len = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
   if (len <= 0) return {};
   std::string exe(buf, static_cast<std::size_t>(len));
   auto slash = exe.rfind('/');
-  return slash == std::string::npos ? std::string() : exe.substr(0, slash) + "/tfbarrier-etcd.so";
+  return slash == std::string::npos ? std::string() : exe.substr(0, slash);
 }
 
 }  // namespace
@@ -82,8 +83,10 @@ std::unique_ptr<client> load_client(const client_config& c, std::string& error) 
   static factory make = nullptr;
   if (!make) {
     std::string tried;
-    for (const std::string& path : {module_path_beside_binary(), std::string(TFB_MODULE_DIR "/tfbarrier-etcd.so")}) {
-      if (path.empty()) continue;
+    // Beside the binary (a build tree), else where the package puts it.
+    std::string dir = binary_dir();
+    if (dir.empty()) dir = ".";
+    for (const std::string& path : {dir + "/tfbarrier-etcd.so", dir + "/" TFB_MODULE_DIR "/tfbarrier-etcd.so"}) {
       void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
       if (!h) {
         const char* e = ::dlerror();
