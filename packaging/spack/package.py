@@ -49,6 +49,7 @@ class Tfbarrier(CMakePackage):
     depends_on("cli11@2.1:", type="build")  # header-only
     depends_on("fmt@9:", type="build")  # used header-only
     depends_on("nlohmann-json@3.11:", type="build")  # header-only
+    depends_on("curl")  # the etcd module of serve --store (tfbarrier-etcd.so); wait never loads it
     depends_on("llvm", type="build", when="+link_order")  # for lld
     depends_on("googletest", type="test")
     # libmunge is loaded at run time where it is installed: no dependency.
