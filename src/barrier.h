@@ -95,6 +95,8 @@ class barrier_set {
   bool active() const { return !where_.empty(); }
   /// Participants and deciders waiting anywhere.
   std::size_t waiting() const { return where_.size(); }
+  /// Whether connection c waits for anything (a round, or a verdict's delivery).
+  bool is_waiting(conn_id c) const { return where_.count(c) != 0; }
   /// Forgets barriers with nobody waiting whose last activity is older than max_idle.
   std::size_t prune(millis now, millis max_idle);
   std::size_t barrier_count() const { return barriers_.size(); }

@@ -313,10 +313,20 @@ void replica::apply(const std::string& h, std::int64_t inc, const door_input& in
   }
 }
 
+bool replica::waiting_here(conn_id c) const {
+  auto it = ids_.find(gid{self_, self_inc_, c});
+  return it != ids_.end() && state_.is_waiting(it->second);
+}
+
 void replica::route(output& out, std::size_t from) {
   std::size_t keep = from;
+  std::vector<conn_id> done;
   for (std::size_t i = from; i < out.sends.size(); ++i) {
-    auto it = back_.find(out.sends[i].to);
+    conn_id rid = out.sends[i].to;
+    // Released, aborted or refused: nothing more comes to it, so its identity goes
+    // (a departure written for it later makes a fresh one, which changes nothing and goes too).
+    if (!state_.is_waiting(rid)) done.push_back(rid);
+    auto it = back_.find(rid);
     if (it == back_.end() || it->second.host != self_ || it->second.inc != self_inc_) continue;
     out.sends[i].to = it->second.c;
     if (keep != i) out.sends[keep] = std::move(out.sends[i]);
@@ -324,6 +334,7 @@ void replica::route(output& out, std::size_t from) {
   }
   out.sends.erase(out.sends.begin() + static_cast<std::ptrdiff_t>(keep), out.sends.end());
   out.journal.clear();  // the store is the record
+  for (conn_id rid : done) forget(rid);
 }
 
 }  // namespace tfb::store

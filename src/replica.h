@@ -91,8 +91,11 @@ class replica {
   const barrier_set& state() const { return state_; }
   /// The host a node's participants came through, by presence (for status).
   const std::map<std::string, presence>& hosts() const { return hosts_; }
-  /// Global identities known (bounded by the connections open on every host).
+  /// Global identities known (bounded by the participants waiting on every host).
   std::size_t identities() const { return ids_.size(); }
+  /// Whether this host's connection c waits in the shared barriers (as far as
+  /// this replica has applied the log): if not, its departure changes nothing.
+  bool waiting_here(conn_id c) const;
 
  private:
   struct gid {

@@ -150,6 +150,8 @@ TEST(Replica, TwoHostsReachTheSameReleaseAndEachRepliesToItsOwn) {
   two_hosts t;
   auto [a1, b1] = t.write("A:1", 10, {arrival(1, "e", 2, 0, 100)});
   EXPECT_EQ(lines_to(a1, 1), "WAITING name=e gen=1 arrived=1 n=2\n");
+  EXPECT_TRUE(t.a.waiting_here(1));
+  EXPECT_FALSE(t.b.waiting_here(1));  // B's connection 1 is not A's
   EXPECT_TRUE(b1.sends.empty());  // A's participant is not B's to answer
   // B's participant has the same local connection id 1: another participant.
   auto [a2, b2] = t.write("B:1", 11, {arrival(1, "e", 2, 1, 130)});
@@ -159,6 +161,10 @@ TEST(Replica, TwoHostsReachTheSameReleaseAndEachRepliesToItsOwn) {
   EXPECT_EQ(b2.sends.size(), 2u);  // WAITING and RELEASE
   proto::status_req all{"*", "", true};
   EXPECT_EQ(proto::format_reply(t.sa.status(all, 200)), proto::format_reply(t.sb.status(all, 200)));
+  // Released: nothing more comes to them, so no identity is kept, and their departure would change nothing.
+  EXPECT_EQ(t.a.identities(), 0u);
+  EXPECT_EQ(t.b.identities(), 0u);
+  EXPECT_FALSE(t.a.waiting_here(1));
 }
 
 TEST(Replica, AVerdictFromOneHostReachesTheOther) {
