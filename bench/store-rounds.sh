@@ -4,7 +4,9 @@
 # each N it prints the release latency (from the start of the last
 # participant, once the N-1 others are counted, to the exit of all N; the
 # median of the rounds) and, with the store, the etcd writes per round (the
-# store's revision before and after: one revision per transaction).
+# store's revision before and after: one revision per transaction), both with
+# arrivals spread as the processes start one by one, and with arrivals that
+# reach the hosts at once (the hosts are paused while the processes start).
 #
 #   bench/store-rounds.sh                         # N = 8 32 128 512, 5 rounds each
 #   BENCH_NS="8 64" BENCH_ROUNDS=3 bench/store-rounds.sh
@@ -63,20 +65,45 @@ round() {
   echo "$((t1 - t0)) $writes"
 }
 
+# burst N NAME: the N participants start while the three hosts are stopped
+# (SIGSTOP), so that their arrivals reach the hosts at once, as at the end of
+# an epoch; prints the etcd writes of the round.
+burst() {
+  local n=$1 name=$2 k pids=() before
+  kill -STOP "$H0_PID" "$H1_PID" "$H2_PID"
+  for ((k = 0; k < n; k++)); do
+    TFBARRIER_ADDR=${hosts_store[$((k % 3))]} "$TFB" wait --name "$name" --n "$n" --rank "$k" --timeout 120s \
+      >/dev/null 2>&1 &
+    pids+=("$!")
+  done
+  # Every participant connected (the kernel accepts for a stopped host) and sent its ARRIVE.
+  for _ in $(seq 600); do
+    [ "$(ss -Htn state established "( dport = :${H0##*:} or dport = :${H1##*:} or dport = :${H2##*:} )" |
+      wc -l)" -ge "$n" ] && break
+    sleep 0.05
+  done
+  sleep 0.5
+  before=$(revision)
+  kill -CONT "$H0_PID" "$H1_PID" "$H2_PID"
+  for p in "${pids[@]}"; do wait "$p"; done
+  echo $(($(revision) - before))
+}
+
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : int((a[NR/2]+a[NR/2+1])/2)}'; }
 
-echo "| N | single host: release latency (median ms) | 3 hosts + etcd: release latency (median ms) | etcd writes per round (median) |"
-echo "|---|---|---|---|"
+echo "| N | single host: release latency (median ms) | 3 hosts + etcd: release latency (median ms) | etcd writes per round, arrivals spread (median) | etcd writes per round, arrivals at once (median) |"
+echo "|---|---|---|---|---|"
 for n in $NS; do
-  single=() store_lat=() store_w=()
+  single=() store_lat=() store_w=() burst_w=()
   for r in $(seq "$ROUNDS"); do
     read -r l _ < <(round single "$n" "s$n-$r")
     single+=("$l")
     read -r l w < <(round store "$n" "e$n-$r")
     store_lat+=("$l")
     store_w+=("$w")
+    burst_w+=("$(burst "$n" "b$n-$r")")
   done
-  echo "| $n | $(printf '%s\n' "${single[@]}" | median) | $(printf '%s\n' "${store_lat[@]}" | median) | $(printf '%s\n' "${store_w[@]}" | median) |"
+  echo "| $n | $(printf '%s\n' "${single[@]}" | median) | $(printf '%s\n' "${store_lat[@]}" | median) | $(printf '%s\n' "${store_w[@]}" | median) | $(printf '%s\n' "${burst_w[@]}" | median) |"
 done
 echo
 echo "($(nproc) cores; etcd $(etcd --version | sed -n 's/^etcd Version: //p'), 3 members on loopback; $ROUNDS rounds each)"
