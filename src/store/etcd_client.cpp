@@ -228,7 +228,8 @@ class etcd_client final : public client {
     if (start_revision) req["start_revision"] = std::to_string(start_revision);
     std::string body = json{{"create_request", req}}.dump();
     watch_state w{on_events};
-    for (std::size_t tried = 0; tried < c_.endpoints.size(); ++tried) {
+    std::string tried;
+    for (std::size_t attempt = 0; attempt < c_.endpoints.size(); ++attempt) {
       if (cancelled_) return watch_end::cancelled;
       const std::string& ep = endpoint();
       w.buffer.clear();
@@ -243,10 +244,14 @@ class etcd_client final : public client {
         error = "etcd at " + ep + ": " + w.error;
         return watch_end::failed;
       }
-      error = "etcd at " + ep + ": the watch ended: " + describe(rc);
-      if (w.got_any) return watch_end::failed;  // it worked here: the caller resumes from its revision
+      if (w.got_any) {  // it worked here, then broke: the caller resumes from its revision
+        error = "etcd at " + ep + ": the watch ended: " + describe(rc);
+        return watch_end::failed;
+      }
+      tried += (tried.empty() ? "" : "; ") + ep + ": " + describe(rc);
       next_endpoint();
     }
+    error = "no etcd endpoint answered the watch (" + tried + ")";
     return watch_end::failed;
   }
 

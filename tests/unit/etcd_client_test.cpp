@@ -1,0 +1,354 @@
+// The etcd client (src/store/etcd_client.cpp) against real etcd, started by
+// tests/tools/etcd-cluster in a temporary directory and stopped by PID.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "store_client.h"
+
+namespace {
+
+using namespace tfb::store;
+using namespace std::chrono_literals;
+
+std::string run(const std::string& cmd) {
+  std::string out;
+  FILE* f = popen(cmd.c_str(), "r");
+  if (!f) return out;
+  std::array<char, 512> buf{};
+  while (auto n = fread(buf.data(), 1, buf.size(), f)) out.append(buf.data(), n);
+  int rc = pclose(f);
+  EXPECT_EQ(rc, 0) << cmd << ": " << out;
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> v;
+  std::size_t start = 0;
+  for (;;) {
+    auto c = s.find(',', start);
+    v.push_back(s.substr(start, c - start));
+    if (c == std::string::npos) return v;
+    start = c + 1;
+  }
+}
+
+/// A port nobody listens on (bound, never listened on, held open by this test).
+std::string dead_endpoint() { return "http://127.0.0.1:1"; }
+
+class cluster {
+ public:
+  explicit cluster(int n) {
+    char tmpl[] = "/tmp/tfb-etcd-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    endpoints_ = run(std::string(TFB_ETCD_CLUSTER) + " start " + dir_ + " " + std::to_string(n));
+  }
+  ~cluster() {
+    run(std::string(TFB_ETCD_CLUSTER) + " stop " + dir_);
+    std::filesystem::remove_all(dir_);
+  }
+  std::vector<std::string> endpoints() const { return split(endpoints_); }
+  std::string ctl(const std::string& args) const {
+    return run("ETCDCTL_API=3 etcdctl --endpoints " + endpoints_ + " " + args + " 2>&1");
+  }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_, endpoints_;
+};
+
+std::unique_ptr<client> make(const std::vector<std::string>& eps, std::chrono::milliseconds timeout = 2000ms) {
+  client_config cfg;
+  cfg.endpoints = eps;
+  cfg.timeout = timeout;
+  std::string error;
+  std::unique_ptr<client> c(tfb_etcd_client_new(&cfg, &error));
+  EXPECT_TRUE(c) << error;
+  return c;
+}
+
+class etcd : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { one_ = new cluster(1); }
+  static void TearDownTestSuite() {
+    delete one_;
+    one_ = nullptr;
+  }
+  static cluster* one_;
+  /// A key prefix of this test's own.
+  std::string p() const { return std::string("/t/") + ::testing::UnitTest::GetInstance()->current_test_info()->name() + "/"; }
+};
+cluster* etcd::one_ = nullptr;
+
+op put(std::string k, std::string v, std::int64_t lease = 0) {
+  op o;
+  o.what = op::type::put;
+  o.key = std::move(k);
+  o.value = std::move(v);
+  o.lease = lease;
+  return o;
+}
+op get(std::string k, std::string end = {}) {
+  op o;
+  o.what = op::type::range;
+  o.key = std::move(k);
+  o.range_end = std::move(end);
+  return o;
+}
+op del(std::string k, std::string end = {}) {
+  op o;
+  o.what = op::type::del;
+  o.key = std::move(k);
+  o.range_end = std::move(end);
+  return o;
+}
+compare cmp(std::string k, compare::target t, std::int64_t n) {
+  compare c;
+  c.key = std::move(k);
+  c.what = t;
+  c.number = n;
+  return c;
+}
+
+}  // namespace
+
+TEST(etcd_prefix_end, increments_the_last_byte_below_ff) {
+  EXPECT_EQ(prefix_end("abc"), "abd");
+  EXPECT_EQ(prefix_end(std::string("a\xff", 2)), "b");
+  EXPECT_EQ(prefix_end(std::string("\xff\xff", 2)), std::string(1, '\0'));
+}
+
+TEST_F(etcd, binary_keys_and_values_round_trip) {
+  auto c = make(one_->endpoints());
+  const std::string key = p() + std::string("k\n\0\xff\xfe", 5);
+  const std::string value = std::string("v\0\n\x80\xc3(", 6) + std::string(1000, 'x');
+  txn_result r;
+  std::string error;
+  ASSERT_TRUE(c->txn({}, {put(key, value)}, {}, r, error)) << error;
+  EXPECT_TRUE(r.succeeded);
+  std::vector<kv> out;
+  std::int64_t rev = 0;
+  ASSERT_TRUE(c->range(p(), prefix_end(p()), out, rev, error)) << error;
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].key, key);
+  EXPECT_EQ(out[0].value, value);
+  EXPECT_EQ(out[0].version, 1);
+  EXPECT_EQ(out[0].mod_revision, r.revision);
+  EXPECT_EQ(rev, r.revision);
+}
+
+TEST_F(etcd, txn_compares_version_and_create_revision_and_returns_ranges) {
+  auto c = make(one_->endpoints());
+  const std::string k = p() + "k";
+  txn_result r;
+  std::string error;
+  ASSERT_TRUE(c->txn({cmp(k, compare::target::version, 0)}, {put(k, "1"), get(k)}, {get(k)}, r, error)) << error;
+  EXPECT_TRUE(r.succeeded);
+  ASSERT_EQ(r.ranges.size(), 2u);
+  EXPECT_TRUE(r.ranges[0].empty());
+  ASSERT_EQ(r.ranges[1].size(), 1u);
+  EXPECT_EQ(r.ranges[1][0].value, "1");
+  const std::int64_t created = r.ranges[1][0].create_revision;
+  EXPECT_EQ(created, r.revision);
+
+  ASSERT_TRUE(c->txn({cmp(k, compare::target::version, 0)}, {put(k, "2")}, {get(k)}, r, error)) << error;
+  EXPECT_FALSE(r.succeeded);
+  ASSERT_EQ(r.ranges.size(), 1u);
+  ASSERT_EQ(r.ranges[0].size(), 1u);
+  EXPECT_EQ(r.ranges[0][0].value, "1");
+
+  ASSERT_TRUE(c->txn({cmp(k, compare::target::create_revision, created)}, {put(k, "3")}, {}, r, error)) << error;
+  EXPECT_TRUE(r.succeeded);
+  ASSERT_TRUE(c->txn({cmp(k, compare::target::create_revision, created + 1)}, {put(k, "4")}, {}, r, error)) << error;
+  EXPECT_FALSE(r.succeeded);
+  compare v;
+  v.key = k;
+  v.what = compare::target::value;
+  v.value = "3";
+  ASSERT_TRUE(c->txn({v}, {del(k)}, {}, r, error)) << error;
+  EXPECT_TRUE(r.succeeded);
+  std::vector<kv> out;
+  std::int64_t rev = 0;
+  ASSERT_TRUE(c->range(k, "", out, rev, error)) << error;
+  EXPECT_TRUE(out.empty());
+}
+
+TEST_F(etcd, lease_grant_keepalive_revoke) {
+  auto c = make(one_->endpoints());
+  std::string error;
+  std::int64_t id = 0, ttl = 0;
+  ASSERT_TRUE(c->grant(30, id, error)) << error;
+  EXPECT_NE(id, 0);
+  ASSERT_TRUE(c->keepalive(id, ttl, error)) << error;
+  EXPECT_GT(ttl, 20);
+  txn_result r;
+  const std::string k = p() + "leased";
+  ASSERT_TRUE(c->txn({}, {put(k, "x", id)}, {}, r, error)) << error;
+  std::vector<kv> out;
+  std::int64_t rev = 0;
+  ASSERT_TRUE(c->range(k, "", out, rev, error)) << error;
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].lease, id);
+  ASSERT_TRUE(c->revoke(id, error)) << error;
+  ASSERT_TRUE(c->range(k, "", out, rev, error)) << error;
+  EXPECT_TRUE(out.empty());
+  // A revoked (or expired) lease: keepalive says ttl 0; revoke says what etcd said.
+  ttl = 99;
+  ASSERT_TRUE(c->keepalive(id, ttl, error)) << error;
+  EXPECT_EQ(ttl, 0);
+  EXPECT_FALSE(c->revoke(id, error));
+  EXPECT_EQ(error, "etcd at " + one_->endpoints()[0] + ": etcdserver: requested lease not found");
+  // A put with a lease that does not exist fails with etcd's words.
+  EXPECT_FALSE(c->txn({}, {put(k, "x", id)}, {}, r, error));
+  EXPECT_NE(error.find("lease not found"), std::string::npos) << error;
+}
+
+TEST_F(etcd, lease_expires) {
+  auto c = make(one_->endpoints());
+  std::string error;
+  std::int64_t id = 0, ttl = 0;
+  ASSERT_TRUE(c->grant(1, id, error)) << error;
+  std::this_thread::sleep_for(2500ms);
+  ttl = 99;
+  ASSERT_TRUE(c->keepalive(id, ttl, error)) << error;
+  EXPECT_EQ(ttl, 0);
+}
+
+TEST_F(etcd, watch_from_a_past_revision_in_order_with_prev_kv) {
+  auto c = make(one_->endpoints());
+  std::string error;
+  txn_result r;
+  const std::string a = p() + "a", b = p() + "b";
+  ASSERT_TRUE(c->txn({}, {put(a, "1")}, {}, r, error)) << error;
+  const std::int64_t start = r.revision;
+  ASSERT_TRUE(c->txn({}, {put(b, "2"), put(a, "3")}, {}, r, error)) << error;
+  ASSERT_TRUE(c->txn({}, {del(a)}, {}, r, error)) << error;
+  const std::int64_t last = r.revision;
+  std::vector<event> seen;
+  auto end = c->watch(p(), prefix_end(p()), start, [&](const std::vector<event>& evs) {
+    seen.insert(seen.end(), evs.begin(), evs.end());
+    return seen.size() < 4;
+  }, error);
+  EXPECT_EQ(end, watch_end::cancelled) << error;
+  ASSERT_EQ(seen.size(), 4u);
+  EXPECT_EQ(seen[0].what, event::type::put);
+  EXPECT_EQ(seen[0].now.key, a);
+  EXPECT_EQ(seen[0].now.mod_revision, start);
+  EXPECT_TRUE(seen[0].prev.key.empty());
+  EXPECT_EQ(seen[1].now.key, b);
+  EXPECT_EQ(seen[2].now.key, a);
+  EXPECT_EQ(seen[2].now.value, "3");
+  EXPECT_EQ(seen[2].prev.value, "1");
+  EXPECT_EQ(seen[3].what, event::type::del);
+  EXPECT_EQ(seen[3].now.key, a);
+  EXPECT_EQ(seen[3].now.mod_revision, last);
+  EXPECT_EQ(seen[3].prev.value, "3");
+  // The same client still works after a watch.
+  std::vector<kv> out;
+  std::int64_t rev = 0;
+  EXPECT_TRUE(c->range(b, "", out, rev, error)) << error;
+}
+
+TEST_F(etcd, watch_delivers_live_events_and_cancel_returns_promptly) {
+  auto c = make(one_->endpoints());
+  auto writer = make(one_->endpoints());
+  std::string error;
+  std::atomic<int> got{0};
+  std::thread t([&] {
+    std::this_thread::sleep_for(300ms);
+    txn_result r;
+    std::string e;
+    EXPECT_TRUE(writer->txn({}, {put(p() + "live", "x")}, {}, r, e)) << e;
+  });
+  std::chrono::steady_clock::time_point cancelled_at;
+  std::thread canceller([&] {
+    for (int i = 0; i < 100 && got.load() == 0; ++i) std::this_thread::sleep_for(50ms);
+    std::this_thread::sleep_for(1500ms);  // a watch with no traffic
+    cancelled_at = std::chrono::steady_clock::now();
+    c->cancel();
+  });
+  auto end = c->watch(p(), prefix_end(p()), 0, [&](const std::vector<event>& evs) {
+    got += int(evs.size());
+    return true;
+  }, error);
+  auto returned = std::chrono::steady_clock::now();
+  t.join();
+  canceller.join();
+  EXPECT_EQ(end, watch_end::cancelled) << error;
+  EXPECT_EQ(got.load(), 1);
+  EXPECT_LT(returned - cancelled_at, 1s);
+}
+
+TEST_F(etcd, watch_of_a_compacted_revision) {
+  auto c = make(one_->endpoints());
+  std::string error;
+  txn_result r;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(c->txn({}, {put(p() + "k", std::to_string(i))}, {}, r, error)) << error;
+  one_->ctl("compact " + std::to_string(r.revision));
+  auto end = c->watch(p(), prefix_end(p()), r.revision - 2, [](const std::vector<event>&) { return true; }, error);
+  EXPECT_EQ(end, watch_end::compacted);
+  EXPECT_NE(error.find("compacted"), std::string::npos) << error;
+}
+
+TEST_F(etcd, fails_over_from_a_dead_endpoint) {
+  auto c = make({dead_endpoint(), one_->endpoints()[0]});
+  std::string error;
+  txn_result r;
+  ASSERT_TRUE(c->txn({}, {put(p() + "k", "v")}, {}, r, error)) << error;
+  std::vector<event> seen;
+  auto end = c->watch(p(), prefix_end(p()), r.revision, [&](const std::vector<event>& evs) {
+    seen = evs;
+    return false;
+  }, error);
+  EXPECT_EQ(end, watch_end::cancelled) << error;
+  EXPECT_EQ(seen.size(), 1u);
+  auto d = make({dead_endpoint(), one_->endpoints()[0]});
+  end = d->watch(p(), prefix_end(p()), r.revision, [&](const std::vector<event>& evs) {
+    seen = evs;
+    return false;
+  }, error);
+  EXPECT_EQ(end, watch_end::cancelled) << error;
+}
+
+TEST_F(etcd, a_clear_error_when_no_endpoint_answers) {
+  auto c = make({dead_endpoint(), "http://127.0.0.1:2"});
+  std::string error;
+  std::int64_t id = 0;
+  EXPECT_FALSE(c->grant(5, id, error));
+  EXPECT_NE(error.find("no etcd endpoint answered"), std::string::npos) << error;
+  EXPECT_NE(error.find("http://127.0.0.1:1"), std::string::npos) << error;
+  EXPECT_NE(error.find("http://127.0.0.1:2"), std::string::npos) << error;
+  auto end = c->watch("a", "", 0, [](const std::vector<event>&) { return true; }, error);
+  EXPECT_EQ(end, watch_end::failed);
+  EXPECT_NE(error.find("no etcd endpoint answered the watch"), std::string::npos) << error;
+}
+
+TEST(etcd_cluster3, survives_the_loss_of_a_member) {
+  cluster three(3);
+  auto eps = three.endpoints();
+  auto c = make(eps);
+  std::string error;
+  txn_result r;
+  ASSERT_TRUE(c->txn({}, {put("/k", "1")}, {}, r, error)) << error;
+  // Kill the member the client uses (the first): the next call moves on.
+  run(std::string(TFB_ETCD_CLUSTER) + " kill " + three.dir() + " 0");
+  bool ok = false;
+  for (int i = 0; i < 20 && !ok; ++i) {
+    ok = c->txn({}, {put("/k", "2")}, {}, r, error);
+    if (!ok) std::this_thread::sleep_for(250ms);
+  }
+  EXPECT_TRUE(ok) << error;
+  std::vector<kv> out;
+  std::int64_t rev = 0;
+  ASSERT_TRUE(c->range("/k", "", out, rev, error)) << error;
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].value, "2");
+}
