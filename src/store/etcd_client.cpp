@@ -272,6 +272,16 @@ class etcd_client final : public client {
   }
   static std::string fmt_error(const std::string& what, const json& r) { return what + ": " + r.dump(); }
   static std::string describe(CURLcode rc) { return curl_easy_strerror(rc); }
+  /// etcd's words: {"error": "...", "message": "..."} from a call, or
+  /// {"error": {"message": "...", ...}} from a stream (keepalive, watch).
+  static std::string error_text(const json& j) {
+    if (auto m = j.find("message"); m != j.end() && m->is_string()) return m->get<std::string>();
+    auto e = j.find("error");
+    if (e == j.end()) return {};
+    if (e->is_string()) return e->get<std::string>();
+    if (auto m = e->find("message"); e->is_object() && m != e->end() && m->is_string()) return m->get<std::string>();
+    return e->dump();
+  }
 
   const std::string& endpoint() const { return c_.endpoints[current_ % c_.endpoints.size()]; }
   void next_endpoint() { current_ = (current_ + 1) % c_.endpoints.size(); }
@@ -303,7 +313,7 @@ class etcd_client final : public client {
         return 0;
       }
       if (j.contains("error")) {
-        w->error = j["error"].value("message", j["error"].dump());
+        w->error = error_text(j);
         return 0;
       }
       const json& res = j.contains("result") ? j["result"] : j;
@@ -398,7 +408,7 @@ class etcd_client final : public client {
                         got.substr(0, 200),
                     error);
       if (status != 200 || reply.contains("error")) {
-        std::string msg = reply.value("message", reply.value("error", std::string()));
+        std::string msg = error_text(reply);
         // A member without a leader (an election under way) is worth trying elsewhere.
         if (status == 503 || msg.find("no leader") != std::string::npos) {
           tried += (tried.empty() ? "" : "; ") + ep + ": " + msg;

@@ -103,6 +103,8 @@ source.node=env:SLURMD_NODENAME
 source.port=derived:SLURM_JOB_ID
 source.rank=env:SLURM_PROCID
 source.scope=derived:SLURM_JOB_ID
+source.store=default
+store=null
 warnings=[]"
   done
 }
