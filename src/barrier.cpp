@@ -150,6 +150,7 @@ bool barrier_set::rejoin(barrier& b, conn_id c, const std::string& id, bool is_d
       m.host = p.host;
       m.pid = p.pid;
     }
+    m.via = via_now_;  // it came back, maybe through another host of the store
     out.log.push_back(fmt::format("rejoin {}: {} came back", label(b, r.gen), describe(m)));
     if (r.gathered && m.chief && !m.durable) {
       out.sends.push_back({c, proto::all_here{b.name, r.gen, *r.n, *r.n}});
@@ -248,6 +249,7 @@ void barrier_set::arrive(conn_id c, const proto::arrive& a, const peer_info& p, 
   m.rank = a.rank;
   m.host = p.host;
   m.pid = p.pid;
+  m.via = via_now_;
   m.id = a.id;
   m.chief = a.chief;
   std::string who = describe(m);
@@ -462,6 +464,7 @@ void barrier_set::decide(conn_id c, const proto::decide& d, const peer_info& p, 
   m.rank = d.rank;
   m.host = p.host;
   m.pid = p.pid;
+  m.via = via_now_;
   m.id = d.id;
   m.chief = true;
   m.durable = true;
@@ -566,6 +569,12 @@ void barrier_set::leave(conn_id c, departure how, millis now, output& out, bool 
   }
 }
 
+void barrier_set::came_through(std::string_view host) {
+  auto it = std::find(vias_.begin(), vias_.end(), host);
+  if (it == vias_.end()) it = vias_.insert(vias_.end(), std::string(host));  // a few hosts: a list is enough
+  via_now_ = static_cast<std::uint32_t>(it - vias_.begin());
+}
+
 void barrier_set::shutdown(std::string_view text, output& out) {
   for (auto& [c, loc] : where_) out.sends.push_back({c, proto::shutdown{std::string(text)}});
   where_.clear();
@@ -592,7 +601,7 @@ proto::status_reply barrier_set::status(const proto::status_req& s, millis now) 
       else
         all_ranked = false;
       if (s.detail && info.members.size() < proto::max_member_lines)
-        info.members.push_back({m.rank, m.host, m.pid, m.chief, now - m.since});
+        info.members.push_back({m.rank, m.host, m.pid, m.chief, now - m.since, vias_[m.via]});
     }
     std::sort(info.members.begin(), info.members.end(), [](const auto& x, const auto& y) {
       return x.rank.value_or(UINT32_MAX) < y.rank.value_or(UINT32_MAX);

@@ -95,6 +95,9 @@ class barrier_set {
   bool active() const { return !where_.empty(); }
   /// Participants and deciders waiting anywhere.
   std::size_t waiting() const { return where_.size(); }
+  /// With a store (replica.h): the arrivals and decisions that follow came
+  /// through this host of the store, as status shows. Never set on a single host.
+  void came_through(std::string_view host);
   /// Whether connection c waits for anything (a round, or a verdict's delivery).
   bool is_waiting(conn_id c) const { return where_.count(c) != 0; }
   /// Forgets barriers with nobody waiting whose last activity is older than max_idle.
@@ -115,6 +118,7 @@ class barrier_set {
     std::optional<std::uint32_t> rank;
     std::string host;
     std::uint32_t pid = 0;
+    std::uint32_t via = 0;  ///< with a store: the host it came through, in vias_ (0: none)
     std::string id;
     bool chief = false;
     bool durable = false;    ///< a DECIDE that was acknowledged: stays when its connection closes
@@ -205,6 +209,8 @@ class barrier_set {
   conn_id next_restored_ = 0;
   std::size_t max_barriers_ = 0;
   millis keep_recent_ = 0;
+  std::vector<std::string> vias_{""};  ///< the hosts of a store, by member::via
+  std::uint32_t via_now_ = 0;          ///< came_through's
 };
 
 }  // namespace tfb

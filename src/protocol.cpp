@@ -617,6 +617,7 @@ std::string format_reply(const reply& rep) {
               add(ml, "pid", std::to_string(mem.pid));
               add(ml, "chief", mem.chief ? "1" : "0");
               add(ml, "age_ms", std::to_string(mem.age_ms));
+              if (!mem.via.empty()) add(ml, "via", mem.via);
               out += format_line(ml);
             }
             for (const auto& g : b.gone) {
@@ -701,6 +702,7 @@ std::optional<reply> reply_reader::feed(std::string_view raw, std::string& error
       m.pid = opt_field(r, "pid").value_or(0);
       m.chief = r.flag("chief", false);
       m.age_ms = static_cast<std::int64_t>(r.u64("age_ms"));
+      m.via = r.optional_str("via");
       status_->barriers.back().members.push_back(std::move(m));
     } else if (verb == "GONE" && !status_->barriers.empty()) {
       barrier_info::gone_member g;

@@ -192,6 +192,7 @@ struct barrier_info {
     std::uint32_t pid = 0;
     bool chief = false;
     std::int64_t age_ms = 0;
+    std::string via;  ///< with a store: the host it came through (MEMBER via=)
   };
   std::vector<member> members;        ///< detail only
   struct gone_member {

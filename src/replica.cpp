@@ -294,11 +294,13 @@ void replica::apply(const std::string& h, std::int64_t inc, const door_input& in
         } else if constexpr (!std::is_same_v<T, input::shutdown>) {
           last_now_ = std::max(last_now_, m.now);
           conn_id rid = replica_id(h, inc, m.c);
-          if constexpr (std::is_same_v<T, input::arrive>)
-            state_.arrive(rid, m.req, m.peer, m.now, out);
-          else if constexpr (std::is_same_v<T, input::decide>)
-            state_.decide(rid, m.req, m.peer, m.now, out);
-          else if constexpr (std::is_same_v<T, input::abort>)
+          if constexpr (std::is_same_v<T, input::arrive> || std::is_same_v<T, input::decide>) {
+            state_.came_through(h);  // for status: the host each participant came through
+            if constexpr (std::is_same_v<T, input::arrive>)
+              state_.arrive(rid, m.req, m.peer, m.now, out);
+            else
+              state_.decide(rid, m.req, m.peer, m.now, out);
+          } else if constexpr (std::is_same_v<T, input::abort>)
             state_.abort(rid, m.req, m.now, out);
           else
             state_.leave(rid, m.how, m.now, out, m.timed_out);

@@ -48,7 +48,9 @@ nlohmann::json status_json(const proto::status_reply& st) {
                     {"host", m.host.empty() ? nlohmann::json(nullptr) : nlohmann::json(m.host)},
                     {"pid", m.host.empty() ? nlohmann::json(nullptr) : nlohmann::json(m.pid)},
                     {"chief", m.chief},
-                    {"age_ms", m.age_ms}});
+                    {"age_ms", m.age_ms},
+                    // with a store (docs/store.md): the host it came through
+                    {"via", m.via.empty() ? nlohmann::json(nullptr) : nlohmann::json(m.via)}});
     j["members"] = ms;
     nlohmann::json gone = nlohmann::json::array();
     for (const auto& g : b.gone)
@@ -173,8 +175,8 @@ int run_status(const status_options& o) {
         if (m.host.empty())  // restored from the host's journal; its host and pid come back with it
           tfb::print(stdout, "    {:<10} present before the host restarted, not back yet{}\n", rank, m.chief ? " (chief)" : "");
         else
-          tfb::print(stdout, "    {:<10} {} pid {}{}, arrived {} ago\n", rank, m.host, m.pid, m.chief ? " (chief)" : "",
-                     format_duration(duration(m.age_ms)));
+          tfb::print(stdout, "    {:<10} {} pid {}{}, arrived {} ago{}\n", rank, m.host, m.pid, m.chief ? " (chief)" : "",
+                     format_duration(duration(m.age_ms)), m.via.empty() ? "" : " through the host " + m.via);
       }
     if (!o.name.empty())
       for (const auto& g : b.gone)

@@ -43,6 +43,7 @@ setup() {
 teardown() {
   if [ -n "${ROOT_SKIP:-}" ]; then return 0; fi
   teardown_common
+  if [ -n "${ETCD_DIR:-}" ]; then "$BATS_TEST_DIRNAME/../tools/etcd-cluster" stop "$ETCD_DIR"; fi
   collect_logs
   stop_self_started "$HOST_LOG"  # the hosts the jobs of this test started
 }
@@ -170,6 +171,42 @@ warnings=[]"
   run -0 grep -c "release slurm-$jid.0/epoch[1-4]#1: 6 participants" "$HOST_LOG"
   assert_output 4
   run -0 grep -c "verdict slurm-$jid.0/epoch4#1: stop" "$HOST_LOG"
+}
+
+@test "a store: an etcd member and a host on each node; epochs.sbatch's chief's stop reaches every task" {
+  # issue #20: TFBARRIER_STORE is all the job is told. Each node's first task
+  # starts that node's host (on its loopback, the job's port), and the three
+  # hosts share the barriers through an etcd member on each node.
+  ETCD_DIR=$BATS_TEST_TMPDIR/etcd
+  ETCD_ADDRS="10.231.0.1 10.231.0.2 10.231.0.3" ETCD_NETNS="tfb-node1 tfb-node2 tfb-node3" \
+    "$BATS_TEST_DIRNAME/../tools/etcd-cluster" start "$ETCD_DIR" 3 >/dev/null
+  export TFBARRIER=$TFB STOP_AT=3 EPOCHS=5 TRAIN_S=0.2
+  export TFBARRIER_STORE="etcd://10.231.0.1:2379,10.231.0.2:2379,10.231.0.3:2379/slurm-$$"
+  jid=$(timeout -k 5 15 "$INFRA/slurm-client.sh" sbatch --parsable -N3 -n6 --ntasks-per-node=2 \
+    -o "$BATS_TEST_TMPDIR/job-%j.out" "$EXAMPLE")
+  run -0 wait_job "$jid" 90
+  out=$BATS_TEST_TMPDIR/job-$jid.out
+  [ "$output" = "JobState=COMPLETED ExitCode=0:0" ] || { cat "$out"; collect_logs; cat "$HOST_LOG"; false; }
+  expected=$(
+    for r in 0 1 2 3 4 5; do
+      for ((e = 1; e <= STOP_AT; e++)); do
+        if [ "$e" -lt "$STOP_AT" ]; then msg="epoch $e looks good"; rc=0; else msg="converged at epoch $e"; rc=1; fi
+        [ "$r" -eq 0 ] && rc=0
+        echo "rank $r node node$((r / 2 + 1)) epoch $e rc $rc msg $msg"
+      done
+    done | sort
+  )
+  run -0 bash -c "grep '^rank ' '$out' | sort"
+  assert_output "$expected"
+  # One host per node, each on its own loopback, each with the store; all saw every release.
+  port=$(port_of "$jid")
+  local n
+  for n in 1 2 3; do
+    log=$HOME/.tfbarrier/serve-node$n-$jid.log
+    grep -q "listening on 127.0.0.1:$port .*store etcd://" "$log"
+    run -0 grep -c "release slurm-$jid.0/epoch[1-3]#1: 6 participants" "$log"
+    assert_output 3
+  done
 }
 
 @test "two jobs on one node get their own port, scope and host, and do not collide" {

@@ -77,6 +77,19 @@ arrived_on() {
   assert_json barriers.0.round 2
 }
 
+@test "status on any host shows the whole barrier, with the node of each rank and the host it came through" {
+  three_hosts
+  on 0 p0 --name v1 --n 3 --rank 0
+  on 1 p1 --name v1 --n 3 --rank 1
+  arrived_on 2 v1 2
+  run -0 env TFBARRIER_ADDR="$A_2" "$TFB" status --name v1 --json
+  assert_json barriers.0.members.0.via "\"$(uname -n):${STORE_PORT[0]}\""
+  assert_json barriers.0.members.1.via "\"$(uname -n):${STORE_PORT[1]}\""
+  assert_json barriers.0.members.1.host "\"$(uname -n)\""
+  run -0 env TFBARRIER_ADDR="$A_2" "$TFB" status --name v1
+  assert_output --partial "through the host $(uname -n):${STORE_PORT[1]}"
+}
+
 @test "the chief's stop given on one host reaches the participants on the others, with its message" {
   three_hosts
   on 1 w1 --name e2 --n 3 --rank 1

@@ -150,6 +150,13 @@ TEST(Replica, TwoHostsReachTheSameReleaseAndEachRepliesToItsOwn) {
   two_hosts t;
   auto [a1, b1] = t.write("A:1", 10, {arrival(1, "e", 2, 0, 100)});
   EXPECT_EQ(lines_to(a1, 1), "WAITING name=e gen=1 arrived=1 n=2\n");
+  // Every host's status names the host each participant came through.
+  auto st = t.sb.status(proto::status_req{"*", "e", true}, 100);
+  ASSERT_EQ(st.barriers.size(), 1u);
+  ASSERT_EQ(st.barriers[0].members.size(), 1u);
+  EXPECT_EQ(st.barriers[0].members[0].via, "A:1");
+  EXPECT_NE(proto::format_reply(st).find("MEMBER rank=0 host=node0 pid=100 chief=0 age_ms=0 via=A:1\n"),
+            std::string::npos) << proto::format_reply(st);
   EXPECT_TRUE(t.a.waiting_here(1));
   EXPECT_FALSE(t.b.waiting_here(1));  // B's connection 1 is not A's
   EXPECT_TRUE(b1.sends.empty());  // A's participant is not B's to answer
