@@ -324,7 +324,8 @@ class engine {
       bool not_yet = false;
       if (auto refused = stranger_host(not_yet)) {
         // A host that has not accepted yet (busy, or catching up with its
-        // store) is asked again after a back-off, within --connect-timeout.
+        // store), or that went since connect (a restart), is asked again
+        // after a back-off, within --connect-timeout: nothing was sent.
         if (not_yet) co_return conn_end{conn_end::kind::busy, std::move(*refused)};
         finish(outcome{exit_code::auth, "", std::move(*refused)});
         co_return conn_end{};
@@ -353,7 +354,7 @@ class engine {
   std::optional<std::string> stranger_host(bool& not_yet) {
     std::string why;
     auto uid = peer_owner(socket_.native_handle(), why, &not_yet);
-    if (!uid && not_yet) return std::string("it has not accepted the connection yet");
+    if (!uid && not_yet) return why;
     if (!uid)
       return fmt::format("cannot tell which user runs the host at {}: {}; give both sides a shared secret "
                          "(tfbarrier secret, then --secret-file)",

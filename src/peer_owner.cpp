@@ -99,6 +99,11 @@ std::optional<uid_t> peer_owner(int fd, std::string& error, bool* not_yet) {
   socklen_t ll = sizeof local, pl = sizeof peer;
   if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0 ||
       ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0) {
+    if (errno == ENOTCONN) {  // reset already: the host went since connect()
+      error = "its end of the connection is gone (it stopped or restarted)";
+      if (not_yet) *not_yet = true;
+      return std::nullopt;
+    }
     error = fmt::format("cannot name this connection's ends: {}", std::strerror(errno));
     return std::nullopt;
   }
@@ -112,13 +117,16 @@ std::optional<uid_t> peer_owner(int fd, std::string& error, bool* not_yet) {
     lookup r;
     if (!ask(local, peer, r, error)) return std::nullopt;
     if (!r.found) {
-      error = "the kernel knows no socket at the other end of this connection on this machine";
+      // The host closed it, or stopped, since connect() returned (a restart):
+      // nobody to trust or refuse; worth connecting again.
+      error = "its end of the connection is gone (it stopped or restarted)";
+      if (not_yet) *not_yet = true;
       return std::nullopt;
     }
     if (!r.pending) return r.uid;
     ::poll(nullptr, 0, 1);  // 1 ms (poll, not nanosleep: every libc import costs each start)
   }
-  error = "the host has not accepted this connection (it is busy, or not serving yet)";
+  error = "it has not accepted the connection yet";
   if (not_yet) *not_yet = true;
   return std::nullopt;
 }

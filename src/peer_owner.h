@@ -14,7 +14,8 @@ namespace tfb {
 /// peer is on this machine (loopback). nullopt + error (a sentence) when the
 /// kernel does not know it, or has no sock_diag. not_yet (when given) is set
 /// when the host has not accepted the connection within about 200 ms (a
-/// host that is busy, or not serving yet): worth trying again later.
+/// host that is busy, or not serving yet), or its end is gone (the host
+/// stopped or restarted since connect): worth connecting again later.
 std::optional<uid_t> peer_owner(int fd, std::string& error, bool* not_yet = nullptr);
 
 }  // namespace tfb

@@ -111,3 +111,21 @@ TEST(PeerOwner, NamesAnotherUsersListener) {
   ASSERT_TRUE(uid) << e;
   EXPECT_EQ(*uid, 65534u);
 }
+
+// The host stopped (or restarted) between our connect() and the question:
+// its end is gone. Not a stranger, and nothing to refuse: worth connecting
+// again (the fault harness once saw a participant exit 77 here).
+TEST(PeerOwner, AHostThatWentSinceConnectIsWorthAnotherTry) {
+  int l = listen_on(AF_INET);
+  ASSERT_GE(l, 0);
+  int c = connect_to(l);
+  ASSERT_GE(c, 0);
+  ::close(l);  // the listener goes, and with it the connection it had not accepted
+  std::string e;
+  bool not_yet = false;
+  auto uid = tfb::peer_owner(c, e, &not_yet);
+  EXPECT_FALSE(uid);
+  EXPECT_TRUE(not_yet) << e;
+  EXPECT_NE(e.find("gone"), std::string::npos) << e;
+  ::close(c);
+}
