@@ -53,6 +53,24 @@ client() { "$INFRA/slurm-client.sh" "$@"; }
 # collect_logs: every self-started host's log of this test, in one file: HOST_LOG.
 collect_logs() { cat "$HOME"/.tfbarrier/serve-*.log >"$HOST_LOG" 2>/dev/null || :; }
 
+# epochs_as_expected OUT: epochs.sbatch's output OUT has one line per task per
+# epoch, exactly epochs 1..STOP_AT of six tasks on node1-3: workers rc 0 with
+# the chief's "continue" message, then rc 1 with its "stop" message.
+epochs_as_expected() {
+  local expected r e msg rc
+  expected=$(
+    for r in 0 1 2 3 4 5; do
+      for ((e = 1; e <= STOP_AT; e++)); do
+        if [ "$e" -lt "$STOP_AT" ]; then msg="epoch $e looks good"; rc=0; else msg="converged at epoch $e"; rc=1; fi
+        [ "$r" -eq 0 ] && rc=0                 # the chief reports its `decide`, which succeeded
+        echo "rank $r node node$((r / 2 + 1)) epoch $e rc $rc msg $msg"
+      done
+    done | sort
+  )
+  run -0 bash -c "grep '^rank ' '$1' | sort"
+  assert_output "$expected"
+}
+
 # port_of JOBID: the port tfbarrier derives from a Slurm job id.
 port_of() { echo $((10000 + $1 % 20000)); }
 
@@ -138,19 +156,7 @@ warnings=[]"
   out=$BATS_TEST_TMPDIR/job-$jid.out
   [ "$output" = "JobState=COMPLETED ExitCode=0:0" ] || { cat "$out"; false; }
 
-  # One line per task per epoch, exactly epochs 1..STOP_AT: workers rc 0 with the
-  # chief's "continue" message, then rc 1 with its "stop" message.
-  expected=$(
-    for r in 0 1 2 3 4 5; do
-      for ((e = 1; e <= STOP_AT; e++)); do
-        if [ "$e" -lt "$STOP_AT" ]; then msg="epoch $e looks good"; rc=0; else msg="converged at epoch $e"; rc=1; fi
-        [ "$r" -eq 0 ] && rc=0                 # the chief reports its `decide`, which succeeded
-        echo "rank $r node node$((r / 2 + 1)) epoch $e rc $rc msg $msg"
-      done
-    done | sort
-  )
-  run -0 bash -c "grep '^rank ' '$out' | sort"
-  assert_output "$expected"
+  epochs_as_expected "$out"
 
   # The host: started by a task on node1 (no one else may), listening on node1's
   # address and the port of this job, and exactly one of it.
@@ -187,17 +193,7 @@ warnings=[]"
   run -0 wait_job "$jid" 90
   out=$BATS_TEST_TMPDIR/job-$jid.out
   [ "$output" = "JobState=COMPLETED ExitCode=0:0" ] || { cat "$out"; collect_logs; cat "$HOST_LOG"; false; }
-  expected=$(
-    for r in 0 1 2 3 4 5; do
-      for ((e = 1; e <= STOP_AT; e++)); do
-        if [ "$e" -lt "$STOP_AT" ]; then msg="epoch $e looks good"; rc=0; else msg="converged at epoch $e"; rc=1; fi
-        [ "$r" -eq 0 ] && rc=0
-        echo "rank $r node node$((r / 2 + 1)) epoch $e rc $rc msg $msg"
-      done
-    done | sort
-  )
-  run -0 bash -c "grep '^rank ' '$out' | sort"
-  assert_output "$expected"
+  epochs_as_expected "$out"
   # One host per node, each on its own loopback, each with the store; all saw every release.
   port=$(port_of "$jid")
   local n
