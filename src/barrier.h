@@ -15,6 +15,10 @@
 
 namespace tfb {
 
+namespace text_state {
+class reader;
+}
+
 using conn_id = std::uint64_t;
 using millis = std::int64_t;  ///< a monotonic time in milliseconds, from the caller
 
@@ -86,6 +90,13 @@ class barrier_set {
   void restore(const journal_entry& e, millis now);
   /// The journal entries that describe the current state (to compact the journal).
   std::vector<journal_entry> snapshot() const;
+  /// The whole state as text (barrier_dump.cpp): open rounds, members,
+  /// deciders, departures and waits included, for a store's snapshots. The
+  /// limits set by limit() are not part of it.
+  std::string dump() const;
+  /// Replaces the state with a dump's; false (and nothing changed) with error
+  /// when the text is not a whole, consistent dump.
+  bool load(std::string_view text, std::string& error);
   /// Tells everyone waiting that the host shuts down; forgets them.
   void shutdown(std::string_view text, output& out);
 
@@ -108,6 +119,8 @@ class barrier_set {
   /// keep_recent (finished rounds before aborts, the longest idle first), so
   /// that a participant reconnecting within keep_recent never meets a fresh
   /// round 1; when there is none, the request gets ERR BUSY.
+  std::size_t max_barriers() const { return max_barriers_; }
+  millis keep_recent() const { return keep_recent_; }
   void limit(std::size_t max, millis keep_recent) {
     max_barriers_ = max;
     keep_recent_ = keep_recent;
@@ -177,6 +190,7 @@ class barrier_set {
     bool member;  ///< false: a decider only
   };
 
+  static bool load_round(text_state::reader& r, round& out, std::string& error);
   barrier& get(const std::string& scope, const std::string& name, millis now);
   /// False (after replying ERR BUSY to c) when a new barrier would pass the limit and none can go.
   bool make_room(conn_id c, const std::string& scope, const std::string& name, millis now, output& out);

@@ -1,9 +1,11 @@
 #include "replica.h"
 
+#include <algorithm>
 #include <charconv>
 #include <fmt/format.h>
 
 #include "auth.h"
+#include "state_text.h"
 #include "store_client.h"
 
 namespace tfb::store {
@@ -66,22 +68,55 @@ std::string layout::input(std::string_view h, std::int64_t inc, std::uint64_t se
   return fmt::format("{}{}/{}/{:016x}", inputs(), h, inc, seq);
 }
 
+std::string layout::gone(std::string_view h, std::int64_t inc) const { return fmt::format("{}{}/{}", gones(), h, inc); }
+
+std::string layout::snap(std::int64_t rev) const { return fmt::format("{}{:016x}", snaps(), rev); }
+
+std::string layout::snap_chunk(std::int64_t rev, std::size_t i) const {
+  return fmt::format("{}{:016x}/{:04x}", snaps(), rev, i);
+}
+
 layout::parsed layout::parse(std::string_view key) const {
   parsed p;
   if (!key.starts_with(prefix) || key.size() == prefix.size() || key[prefix.size()] != '/') return p;
   std::string_view rest = key.substr(prefix.size() + 1);
+  // "H/INC" then, for inputs, "/SEQ" (hex)
+  auto host_inc = [&](std::string_view r, bool with_seq) {
+    auto a = r.find('/');
+    if (a == std::string_view::npos || a == 0) return false;
+    auto b = r.find('/', a + 1);
+    if (with_seq != (b != std::string_view::npos)) return false;
+    if (!number(r.substr(a + 1, b == std::string_view::npos ? b : b - a - 1), p.inc)) return false;
+    if (with_seq) {
+      std::string_view s = r.substr(b + 1);
+      auto [q, ec] = std::from_chars(s.data(), s.data() + s.size(), p.seq, 16);
+      if (ec != std::errc{} || q != s.data() + s.size()) return false;
+    }
+    p.host = r.substr(0, a);
+    return true;
+  };
   if (rest == "origin") {
     p.what = parsed::kind::origin;
   } else if (rest.starts_with("host/")) {
     p.what = parsed::kind::host;
     p.host = rest.substr(5);
   } else if (rest.starts_with("in/")) {
-    rest.remove_prefix(3);
-    auto a = rest.find('/');
-    auto b = a == std::string_view::npos ? a : rest.find('/', a + 1);
-    if (b == std::string_view::npos || !number(rest.substr(a + 1, b - a - 1), p.inc)) return p;
-    p.what = parsed::kind::input;
-    p.host = rest.substr(0, a);
+    if (host_inc(rest.substr(3), true)) p.what = parsed::kind::input;
+  } else if (rest.starts_with("gone/")) {
+    if (host_inc(rest.substr(5), false)) p.what = parsed::kind::gone;
+  } else if (rest.starts_with("snap/")) {
+    rest.remove_prefix(5);
+    auto slash = rest.find('/');
+    std::string_view r = rest.substr(0, slash);
+    auto [q, ec] = std::from_chars(r.data(), r.data() + r.size(), p.inc, 16);
+    if (ec != std::errc{} || q != r.data() + r.size() || r.size() != 16) return p;
+    if (slash == std::string_view::npos) {
+      p.what = parsed::kind::snap;
+    } else {
+      std::string_view i = rest.substr(slash + 1);
+      auto [q2, ec2] = std::from_chars(i.data(), i.data() + i.size(), p.seq, 16);
+      if (ec2 == std::errc{} && q2 == i.data() + i.size() && i.size() == 4) p.what = parsed::kind::snap_chunk;
+    }
   }
   return p;
 }
@@ -313,6 +348,90 @@ void replica::apply(const std::string& h, std::int64_t inc, const door_input& in
     auto it = ids_.find(gid{h, inc, l->c});
     if (it != ids_.end()) forget(it->second);
   }
+}
+
+std::string replica::dump() const {
+  std::string out;
+  text_state::writer w(out);
+  w.word("replica").num(state_machine_version).num(next_).num(last_now_).end();
+  for (const auto& [h, inc] : incs_) {
+    auto p = hosts_.find(h);
+    w.word("host").str(h).num(inc).str(p == hosts_.end() ? std::string() : p->second.format()).end();
+  }
+  std::vector<std::pair<conn_id, const gid*>> ids;
+  ids.reserve(ids_.size());
+  for (const auto& [g, rid] : ids_) ids.emplace_back(rid, &g);
+  std::sort(ids.begin(), ids.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  for (const auto& [rid, g] : ids) w.word("id").num(rid).str(g->host).num(g->inc).num(g->c).end();
+  w.word("state").end();
+  return out + state_.dump();
+}
+
+bool replica::load(std::string_view text, std::string& error) {
+  std::map<std::string, presence> hosts;
+  std::map<std::string, std::int64_t> incs;
+  std::map<gid, conn_id> ids;
+  std::unordered_map<conn_id, gid> back;
+  conn_id next = 0;
+  millis last_now = 0;
+  int line_no = 0;
+  std::size_t state_at = std::string_view::npos;
+  std::string_view rest = text;
+  auto fail = [&](std::string_view what) {
+    error = fmt::format("snapshot line {}: {}", line_no, what);
+    return false;
+  };
+  while (!rest.empty()) {
+    auto nl = rest.find('\n');
+    if (nl == std::string_view::npos) return fail("cut short");
+    std::string_view line = rest.substr(0, nl);
+    rest.remove_prefix(nl + 1);
+    ++line_no;
+    text_state::reader r(line);
+    std::string_view kind;
+    r.word(kind);
+    if (line_no == 1) {
+      int sm = 0;
+      if (kind != "replica" || !r.num(sm) || !r.num(next) || !r.num(last_now) || !r.at_end())
+        return fail("not a snapshot");
+      if (sm != state_machine_version)
+        return fail(fmt::format("a snapshot of state-machine version {}, and this host runs {}", sm,
+                                state_machine_version));
+      continue;
+    }
+    if (kind == "host") {
+      std::string h, p;
+      std::int64_t inc = 0;
+      presence pr;
+      if (!r.str(h) || !r.num(inc) || !r.str(p) || !r.at_end() || (!p.empty() && !presence::parse(p, pr)))
+        return fail("a malformed host");
+      incs[h] = inc;
+      if (!p.empty()) hosts[h] = pr;
+    } else if (kind == "id") {
+      conn_id rid = 0;
+      gid g;
+      if (!r.num(rid) || !r.str(g.host) || !r.num(g.inc) || !r.num(g.c) || !r.at_end() || rid >= next)
+        return fail("a malformed identity");
+      if (!ids.emplace(g, rid).second || !back.emplace(rid, g).second) return fail("an identity twice");
+    } else if (kind == "state" && r.at_end()) {
+      state_at = text.size() - rest.size();
+      break;
+    } else {
+      return fail("an unknown line");
+    }
+  }
+  if (state_at == std::string_view::npos) return fail("no state");
+  barrier_set loaded;
+  if (!loaded.load(text.substr(state_at), error)) return false;
+  loaded.limit(state_.max_barriers(), state_.keep_recent());
+  state_ = std::move(loaded);
+  hosts_ = std::move(hosts);
+  incs_ = std::move(incs);
+  ids_ = std::move(ids);
+  back_ = std::move(back);
+  next_ = next;
+  last_now_ = last_now;
+  return true;
 }
 
 bool replica::waiting_here(conn_id c) const {

@@ -36,12 +36,20 @@ struct layout {
   std::string hosts() const { return prefix + "/host/"; }
   std::string host(std::string_view h) const { return hosts() + std::string(h); }
   std::string inputs() const { return prefix + "/in/"; }
+  /// A host's incarnation has gone (its presence was deleted): its participants are withdrawn here.
+  std::string gones() const { return prefix + "/gone/"; }
+  std::string gone(std::string_view h, std::int64_t inc) const;
+  /// A snapshot of the whole state after revision R: a marker and its chunks.
+  std::string snaps() const { return prefix + "/snap/"; }
+  std::string snap(std::int64_t rev) const;
+  std::string snap_chunk(std::int64_t rev, std::size_t i) const;
   std::string input(std::string_view h, std::int64_t inc, std::uint64_t seq) const;
   /// What follows the prefix is one of ours: {kind, host, incarnation} for in/ and host/ keys.
   struct parsed {
-    enum class kind { origin, host, input, other } what = kind::other;
+    enum class kind { origin, host, input, gone, snap, snap_chunk, other } what = kind::other;
     std::string host;
-    std::int64_t inc = 0;
+    std::int64_t inc = 0;   ///< input, gone: the incarnation; snap, snap_chunk: the revision R
+    std::uint64_t seq = 0;  ///< input: the batch's sequence; snap_chunk: its index
   };
   parsed parse(std::string_view key) const;
 };
@@ -77,10 +85,24 @@ class replica {
   void set_incarnation(std::int64_t inc) { self_inc_ = inc; }
   std::int64_t incarnation() const { return self_inc_; }
 
+  /// The whole replicated state as text (the barriers and the identities):
+  /// a snapshot's content. The same log makes the same text on every host.
+  std::string dump() const;
+  /// Replaces the replicated state with a dump's (this host's own name and
+  /// incarnation stay); false with error, and nothing changed, when it is not one.
+  bool load(std::string_view text, std::string& error);
+  /// The incarnation of host h that is present here (0: none).
+  std::int64_t incarnation_of(const std::string& h) const {
+    auto it = incs_.find(h);
+    return it == incs_.end() ? 0 : it->second;
+  }
+  const std::map<std::string, std::int64_t>& incarnations() const { return incs_; }
+
   /// A host registered (its presence key was created at revision inc).
   void host_up(const std::string& h, std::int64_t inc, const presence& p);
-  /// A host's presence went (its lease expired, or it left): its
-  /// participants of open rounds are withdrawn, as by a lost connection.
+  /// A host's incarnation went (the gone key that marks its presence's end
+  /// was written): its participants of open rounds are withdrawn, as by a
+  /// lost connection.
   void host_down(const std::string& h, std::int64_t inc, output& out);
   /// A batch of host h (incarnation inc) was written: apply each input.
   /// False (and nothing applied) when it is malformed or its MAC is wrong.

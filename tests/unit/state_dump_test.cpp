@@ -1,0 +1,237 @@
+// The whole state as text (barrier_set::dump/load, replica::dump/load): a
+// set loaded from another's dump, fed the same inputs after it, gives the
+// same replies and reaches the same state. This is what makes a store's
+// snapshot a safe place to start from (docs/store.md, "Catch-up").
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "door.h"
+#include "replica.h"
+
+namespace tfb {
+namespace {
+
+using proto::verdict;
+
+/// Random but plausible inputs: a few barriers, ranks, chiefs, verdicts,
+/// aborts, departures of every kind and forgetting; each arrival or decision
+/// on a fresh connection, departures on connections used before.
+class input_gen {
+ public:
+  explicit input_gen(unsigned seed) : rng_(seed) {}
+  door_input next() {
+    now_ += pick(0, 40);
+    int what = pick(0, 99);
+    std::string name = "b" + std::to_string(pick(0, 2));
+    std::string scope = pick(0, 4) == 0 ? "other" : "job";
+    if (what < 45 || used_.empty()) {
+      proto::arrive a;
+      a.name = name;
+      a.scope = scope;
+      if (pick(0, 3) != 0) a.n = static_cast<std::uint32_t>(pick(2, 3));
+      if (pick(0, 4) != 0) a.rank = static_cast<std::uint32_t>(pick(0, 3));
+      a.id = a.rank && pick(0, 2) != 0 ? "r" + std::to_string(*a.rank) : "p" + std::to_string(pick(0, 5));
+      a.chief = pick(0, 5) == 0;
+      return input::arrive{fresh(), a, peer_info{"node" + std::to_string(pick(0, 2)), 100u + static_cast<unsigned>(pick(0, 9))}, now_};
+    }
+    if (what < 62) {
+      proto::decide d;
+      d.name = pick(0, 3) == 0 ? "" : name;
+      d.scope = scope;
+      d.v = pick(0, 1) ? verdict::stop : verdict::continue_;
+      d.message = pick(0, 2) == 0 ? "loss went up" : "";
+      if (pick(0, 1)) d.rank = 0;
+      if (pick(0, 1)) d.n = static_cast<std::uint32_t>(pick(2, 3));
+      d.id = "c" + std::to_string(pick(0, 2));
+      d.wait = pick(0, 1) == 0;
+      return input::decide{fresh(), d, peer_info{"node0", 7}, now_};
+    }
+    if (what < 66) return input::abort{fresh(), proto::abort_req{scope, name, "node died"}, now_};
+    if (what < 97) {
+      conn_id c = used_[static_cast<std::size_t>(pick(0, static_cast<int>(used_.size()) - 1))];
+      auto how = static_cast<departure>(pick(0, 3));
+      return input::leave{c, how, now_, pick(0, 3) == 0};
+    }
+    return input::prune{now_, pick(0, 1) ? 50 : 100000};
+  }
+
+ private:
+  int pick(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
+  conn_id fresh() {
+    used_.push_back(++next_conn_);
+    return next_conn_;
+  }
+  std::mt19937 rng_;
+  millis now_ = 1000;
+  conn_id next_conn_ = 0;
+  std::vector<conn_id> used_;
+};
+
+/// What a step sent, in an order that does not depend on hash tables.
+std::vector<std::string> sends_of(const output& out) {
+  std::vector<std::string> v;
+  for (const auto& e : out.sends) v.push_back(std::to_string(e.to) + " " + proto::format_reply(e.msg));
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+TEST(StateDump, ALoadedSetBehavesAsTheOneDumped) {
+  int loads = 0;
+  for (unsigned seed = 1; seed <= 300; ++seed) {
+    input_gen gen(seed);
+    barrier_set a, b;
+    a.limit(seed % 3 == 0 ? 2 : 0, 30);
+    b.limit(a.max_barriers(), 30);
+    local_door da(a), db(b);
+    std::mt19937 cut(seed);
+    int steps = 60 + static_cast<int>(seed % 60);
+    int split = std::uniform_int_distribution<int>(0, steps)(cut);
+    for (int i = 0; i < steps; ++i) {
+      if (i == split) {
+        std::string text = a.dump(), error;
+        ASSERT_TRUE(b.load(text, error)) << "seed " << seed << ": " << error << "\n" << text;
+        ASSERT_EQ(b.dump(), text) << "seed " << seed;
+        ++loads;
+      }
+      door_input in = gen.next();
+      output oa, ob;
+      std::string error;
+      ASSERT_TRUE(da.submit(in, oa, error));
+      if (i < split) continue;
+      ASSERT_TRUE(db.submit(in, ob, error));
+      ASSERT_EQ(sends_of(oa), sends_of(ob)) << "seed " << seed << " step " << i;
+      ASSERT_EQ(oa.log, ob.log) << "seed " << seed << " step " << i;
+    }
+    if (split < steps) {
+      EXPECT_EQ(a.dump(), b.dump()) << "seed " << seed;
+      proto::status_req all{"*", "", true};
+      // Status reads the same (members of equal rank may come in any order).
+      auto sa = proto::format_reply(a.status(all, 5000)), sb = proto::format_reply(b.status(all, 5000));
+      std::vector<std::string> la, lb;
+      for (auto* p : {&sa, &sb}) {
+        auto& l = p == &sa ? la : lb;
+        std::size_t at = 0;
+        while (at < p->size()) {
+          auto nl = p->find('\n', at);
+          l.push_back(p->substr(at, nl - at));
+          at = nl == std::string::npos ? p->size() : nl + 1;
+        }
+        std::sort(l.begin(), l.end());
+      }
+      EXPECT_EQ(la, lb) << "seed " << seed;
+    }
+  }
+  EXPECT_GT(loads, 250);
+}
+
+TEST(StateDump, StringsWithSpacesAndNewlinesRoundTrip) {
+  barrier_set a, b;
+  output out;
+  proto::arrive ar;
+  ar.name = "e 1";
+  ar.scope = "s%2";
+  ar.n = 3;
+  ar.id = "";
+  a.arrive(1, ar, peer_info{"host\nwith newline", 4}, 10, out);
+  proto::abort_req ab{"x", "y", "a reason\r\nwith = % signs"};
+  a.abort(2, ab, 11, out);
+  std::string error;
+  ASSERT_TRUE(b.load(a.dump(), error)) << error;
+  EXPECT_EQ(b.dump(), a.dump());
+  EXPECT_EQ(a.dump().find("with newline"), std::string::npos);  // escaped: one line per record
+}
+
+TEST(StateDump, BrokenTextIsRefusedAndChangesNothing) {
+  input_gen gen(7);
+  barrier_set a;
+  local_door da(a);
+  for (int i = 0; i < 200; ++i) {
+    output out;
+    std::string error;
+    da.submit(gen.next(), out, error);
+  }
+  std::string text = a.dump();
+  barrier_set b;
+  output out;
+  proto::arrive ar;
+  ar.name = "keep";
+  ar.scope = "job";
+  ar.n = 2;
+  ar.id = "me";
+  b.arrive(1, ar, peer_info{"h", 1}, 1, out);
+  const std::string before = b.dump();
+  std::string error;
+  // Every cut short, and a few lines changed: refused with a reason, b unchanged.
+  for (std::size_t at = 0; at + 1 < text.size(); at += 1 + text.size() / 97) {
+    EXPECT_FALSE(b.load(text.substr(0, at), error)) << at;
+    EXPECT_FALSE(error.empty());
+    EXPECT_EQ(b.dump(), before);
+  }
+  for (std::string bad : {std::string("set 2 0 0 1 =\nend\n"), std::string("set 1 0 5 1 =\nend\n"),
+                          std::string("set 1 0 0 1 =\nmem 1 - =h 1 0 =i 0 0 1 0 0\nend\n"),
+                          std::string("set 1 0 0 1 =\nbar =a =b 0 0 = 0\nend\n"),
+                          std::string("set 1 0 0 1 =\nbar =a =b 0 0 = 0\nrnd open 1 2 = 9 0 = = 0 -1 1 0 0 0 0 0\nend\n"),
+                          text + "end\n"}) {
+    EXPECT_FALSE(b.load(bad, error)) << bad;
+    EXPECT_EQ(b.dump(), before);
+  }
+}
+
+TEST(StateDump, AReplicaLoadedFromASnapshotRoutesAsTheOthers) {
+  // Host A applies the log from the start; host C loads A's snapshot
+  // halfway and applies the rest: both reach the same state, and C answers
+  // its own participants.
+  barrier_set sa, sc;
+  store::replica a("A:1", sa), c("C:1", sc);
+  store::presence p{store::state_machine_version, "n", "x", 1};
+  a.set_incarnation(10);
+  output out;
+  a.host_up("A:1", 10, p);
+  a.host_up("C:1", 12, p);
+  auto batch = [&](store::replica& r, const std::string& h, std::int64_t inc, std::uint64_t seq,
+                   const std::vector<door_input>& ins, output& o) {
+    std::vector<std::string> lines;
+    for (const auto& in : ins) lines.push_back(store::encode(in));
+    std::string key = store::layout{"/t"}.input(h, inc, seq), error;
+    ASSERT_TRUE(r.apply_batch(h, inc, key, store::seal_batch(lines, key, nullptr), nullptr, o, error)) << error;
+  };
+  proto::arrive ar;
+  ar.name = "e";
+  ar.scope = "job";
+  ar.n = 3;
+  auto arrive = [&](conn_id conn, std::uint32_t rank) {
+    ar.rank = rank;
+    ar.id = "r" + std::to_string(rank);
+    return input::arrive{conn, ar, peer_info{"node", rank}, 100};
+  };
+  batch(a, "A:1", 10, 0, {arrive(1, 0)}, out);
+  batch(a, "C:1", 12, 0, {arrive(5, 1)}, out);
+  std::string snap = a.dump(), error;
+  c.set_incarnation(12);
+  ASSERT_TRUE(c.load(snap, error)) << error;
+  EXPECT_EQ(c.dump(), snap);
+  EXPECT_EQ(c.incarnation_of("A:1"), 10);
+  output oa, oc;
+  batch(a, "A:1", 10, 1, {arrive(2, 2)}, oa);
+  batch(c, "A:1", 10, 1, {arrive(2, 2)}, oc);
+  EXPECT_EQ(a.dump(), c.dump());
+  // All three present: A tells its connections 1 and 2, C its connection 5.
+  std::vector<conn_id> to_a, to_c;
+  for (const auto& e : oa.sends)
+    if (std::holds_alternative<proto::release>(e.msg)) to_a.push_back(e.to);
+  for (const auto& e : oc.sends)
+    if (std::holds_alternative<proto::release>(e.msg)) to_c.push_back(e.to);
+  std::sort(to_a.begin(), to_a.end());
+  EXPECT_EQ(to_a, (std::vector<conn_id>{1, 2}));
+  EXPECT_EQ(to_c, (std::vector<conn_id>{5}));
+  // A snapshot of another state-machine version is refused.
+  std::string other = snap;
+  other.replace(0, other.find('\n'), "replica 99 1 0");
+  EXPECT_FALSE(c.load(other, error));
+  EXPECT_NE(error.find("version"), std::string::npos) << error;
+}
+
+}  // namespace
+}  // namespace tfb
