@@ -77,6 +77,23 @@ std::vector<std::string> sends_of(const output& out) {
   return v;
 }
 
+/// The round records and ends of a step (history and metrics), as text.
+std::vector<std::string> records_of(const output& out) {
+  std::vector<std::string> v;
+  for (const auto& r : out.rounds) {
+    std::string s = r.scope + "/" + r.name + "#" + std::to_string(r.gen) + " n=" + std::to_string(r.n.value_or(0)) +
+                    " end=" + std::to_string(static_cast<int>(r.end)) + " v=" + std::to_string(static_cast<int>(r.v)) +
+                    " " + std::to_string(r.first) + ".." + std::to_string(r.ended) +
+                    " w=" + std::to_string(r.withdrawn) + " t=" + std::to_string(r.timeouts);
+    for (const auto& a : r.arrivals) s += " " + std::to_string(a.rank.value_or(99)) + "@" + a.node + ":" + std::to_string(a.at);
+    v.push_back(s);
+  }
+  for (const auto& e : out.ended)
+    v.push_back("ended " + std::to_string(e.aborted) + " " + std::to_string(static_cast<int>(e.v)) + " " +
+                std::to_string(e.spread));
+  return v;
+}
+
 TEST(StateDump, ALoadedSetBehavesAsTheOneDumped) {
   int loads = 0;
   for (unsigned seed = 1; seed <= 300; ++seed) {
@@ -103,6 +120,7 @@ TEST(StateDump, ALoadedSetBehavesAsTheOneDumped) {
       ASSERT_TRUE(db.submit(in, ob, error));
       ASSERT_EQ(sends_of(oa), sends_of(ob)) << "seed " << seed << " step " << i;
       ASSERT_EQ(oa.log, ob.log) << "seed " << seed << " step " << i;
+      ASSERT_EQ(records_of(oa), records_of(ob)) << "seed " << seed << " step " << i;
     }
     if (split < steps) {
       EXPECT_EQ(a.dump(), b.dump()) << "seed " << seed;
