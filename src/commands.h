@@ -44,6 +44,7 @@ struct serve_options {
   std::optional<std::string> store;         ///< --store etcd://H:P[,H:P...][/PREFIX] (docs/store.md)
   std::optional<std::string> store_ca, store_cert, store_key;  ///< TLS to the store
   duration store_lease = std::chrono::seconds(10);              ///< --store-lease
+  std::size_t store_snapshot_every = 1000;                       ///< --store-snapshot-every
 };
 
 struct secret_options {

@@ -495,6 +495,9 @@ class server {
   bool open_store(std::string& error);
   void on_store_events(const std::vector<store::event>& evs);
   void on_fenced(const std::string& why);
+  void on_catch_up(store::link::catch_up cu);
+  void check_caught_up();
+  void maybe_snapshot();
   /// Once this host has applied the store's log up to its own presence: accept.
   std::function<void()> on_caught_up;
   int exit_status() const { return exit_status_; }
@@ -513,6 +516,9 @@ class server {
   std::string self_key_;
   std::int64_t registering_ = 0;  ///< the incarnation registered, until its presence is applied
   bool caught_up_ = false, refencing_ = false;
+  std::int64_t applied_rev_ = 0;     ///< the store's revision applied up to
+  std::size_t since_snapshot_ = 0;   ///< batches applied since the last snapshot
+  bool snapshot_pending_ = false;
   int exit_status_ = 0;
   // ---- end of the store
   std::unordered_map<conn_id, std::shared_ptr<session>> sessions_;
@@ -877,10 +883,16 @@ bool server::open_store(std::string& error) {
   ls.client.timeout = std::clamp<std::chrono::milliseconds>(std::chrono::milliseconds(ls.lease) / 3, std::chrono::seconds(1), std::chrono::seconds(5));
   store_secret_ = opts_.secret;
   ls.secret = store_secret_ ? &*store_secret_ : nullptr;
+  ls.snapshot_every = opts_.store_snapshot_every;
   replica_ = std::make_unique<store::replica>(self_key_, state_);
   store::link::callbacks cb;
   cb.post = [this](std::function<void()> f) { asio::post(io_, std::move(f)); };
   cb.events = [this](std::vector<store::event> evs) { on_store_events(evs); };
+  cb.caught_up = [this](store::link::catch_up cu) { on_catch_up(std::move(cu)); };
+  cb.snapshot_written = [this](std::int64_t rev, bool ok) {
+    snapshot_pending_ = false;
+    if (ok) log(fmt::format("store: wrote a snapshot at revision {}", rev));
+  };
   cb.registered = [this](std::int64_t inc) {
     registering_ = inc;
     replica_->set_incarnation(inc);
@@ -907,37 +919,105 @@ bool server::open_store(std::string& error) {
 
 void server::on_store_events(const std::vector<store::event>& evs) {
   write_batch batch(*this);
+  using kind = store::layout::parsed::kind;
   for (const auto& ev : evs) {
     auto k = keys_.parse(ev.now.key);
     output out;
-    if (k.what == store::layout::parsed::kind::host) {
-      if (ev.what == store::event::type::put) {
-        store::presence p;
-        if (!store::presence::parse(ev.now.value, p)) {
-          log(fmt::format("warning: store: {} holds no presence I understand; ignored", ev.now.key));
-          continue;
-        }
-        if (ev.now.version == 1) replica_->host_up(k.host, ev.now.create_revision, p);
-        if (k.host == self_key_ && ev.now.create_revision == registering_ && !caught_up_) {
-          caught_up_ = true;
-          if (on_caught_up) on_caught_up();
-        }
-      } else {
-        std::int64_t inc = ev.prev.create_revision;
-        event(fmt::format("store: host {} left (incarnation {}); its participants of open rounds are withdrawn",
-                          k.host, inc));
-        replica_->host_down(k.host, inc, out);
-        deliver(out);
-        if (k.host == self_key_ && inc == replica_->incarnation())
-          on_fenced("this host's presence in the store was deleted (its lease expired)");
+    bool put = ev.what == store::event::type::put;
+    applied_rev_ = std::max(applied_rev_, ev.now.mod_revision);
+    if (k.what == kind::host && put) {
+      store::presence p;
+      if (!store::presence::parse(ev.now.value, p)) {
+        log(fmt::format("warning: store: {} holds no presence I understand; ignored", ev.now.key));
+        continue;
       }
-    } else if (k.what == store::layout::parsed::kind::input && ev.what == store::event::type::put &&
-               ev.now.version == 1) {
+      if (ev.now.version == 1) replica_->host_up(k.host, ev.now.create_revision, p);
+    } else if (k.what == kind::host) {
+      // The presence went (its lease expired, or its host left). Its end is
+      // applied where the gone key lands in the log, the same place on every host.
+      std::int64_t inc = ev.prev.create_revision ? ev.prev.create_revision : replica_->incarnation_of(k.host);
+      if (inc != 0) link_->mark_gone(k.host, inc, ev.prev.value);
+      if (k.host == self_key_ && inc == replica_->incarnation())
+        on_fenced("this host's presence in the store was deleted (its lease expired)");
+    } else if (k.what == kind::gone && put && ev.now.version == 1) {
+      event(fmt::format("store: host {} left (incarnation {}); its participants of open rounds are withdrawn", k.host,
+                        k.inc));
+      replica_->host_down(k.host, k.inc, out);
+      deliver(out);
+    } else if (k.what == kind::input && put && ev.now.version == 1) {
       std::string error;
       if (!replica_->apply_batch(k.host, k.inc, ev.now.key, ev.now.value, store_secret_ ? &*store_secret_ : nullptr,
                                  out, error))
         log(fmt::format("warning: store: {} not applied: {}", ev.now.key, error));
       deliver(out);
+      ++since_snapshot_;
+    } else if (k.what == kind::snap && put) {
+      since_snapshot_ = 0;  // a snapshot was taken (by the host whose turn it is)
+    }
+  }
+  check_caught_up();
+  maybe_snapshot();
+}
+
+void server::check_caught_up() {
+  if (caught_up_ || registering_ == 0 || replica_->incarnation_of(self_key_) != registering_) return;
+  caught_up_ = true;
+  if (on_caught_up) on_caught_up();
+}
+
+// Now and then the host with the smallest name writes the whole state (the
+// others would write the same text): a host that starts later, or whose
+// watch meets a compacted revision, starts from it, and the keys it covers go.
+void server::maybe_snapshot() {
+  if (snapshot_pending_ || since_snapshot_ < opts_.store_snapshot_every || replica_->incarnation() == 0) return;
+  const auto& incs = replica_->incarnations();
+  if (incs.empty() || incs.begin()->first != self_key_ || incs.begin()->second != replica_->incarnation()) return;
+  snapshot_pending_ = true;
+  since_snapshot_ = 0;
+  link_->write_snapshot(applied_rev_, replica_->dump());
+}
+
+// The state to start from: the newest snapshot and what followed it. After a
+// compacted revision this host may have missed replies for its own
+// participants, so it closes their connections first: they connect again and
+// arrive again, and each is told its round's outcome.
+void server::on_catch_up(store::link::catch_up cu) {
+  if (cu.again) {
+    log(fmt::format("warning: store: starting over from the snapshot at revision {}; closing {} connections, whose "
+                    "participants connect and arrive again",
+                    cu.snap_rev, sessions_.size()));
+    std::vector<std::shared_ptr<session>> all;
+    for (auto& [id, s] : sessions_) all.push_back(s);
+    for (auto& s : all) s->stop();
+  }
+  std::string error;
+  std::string text = cu.snapshot;
+  if (text.empty() && cu.again) {  // no snapshot yet: from the empty state
+    barrier_set empty;
+    text = store::replica(self_key_, empty).dump();
+  }
+  if (!text.empty() && !replica_->load(text, error)) {
+    log(fmt::format("error: store: cannot start from the snapshot at revision {}: {}", cu.snap_rev, error));
+    exit_status_ = exit_code::unreachable;
+    begin_shutdown("the store's snapshot is unusable");
+    return;
+  }
+  if (!cu.snapshot.empty())
+    log(fmt::format("store: started from the snapshot at revision {}, then {} events up to revision {}", cu.snap_rev,
+                    cu.events.size(), cu.revision));
+  applied_rev_ = cu.snap_rev;
+  since_snapshot_ = 0;
+  on_store_events(cu.events);
+  applied_rev_ = std::max(applied_rev_, cu.revision);
+  // Hosts present in the state whose presence is gone, with nobody left to
+  // say so (every host was down): mark their end now.
+  for (const auto& [h, inc] : replica_->incarnations()) {
+    bool live = std::any_of(cu.live.begin(), cu.live.end(), [&, h = std::cref(h), inc = inc](const store::kv& k) {
+      return keys_.parse(k.key).host == h.get() && k.create_revision == inc;
+    });
+    if (!live) {
+      auto p = replica_->hosts().find(h);
+      link_->mark_gone(h, inc, p == replica_->hosts().end() ? std::string() : p->second.format());
     }
   }
 }

@@ -34,6 +34,7 @@ struct host_options {
   std::optional<std::string> store;  ///< etcd://H:P[,H:P...][/PREFIX], checked (store_link.h parse_store)
   std::string store_ca, store_cert, store_key;
   duration store_lease = std::chrono::seconds(10);
+  std::size_t store_snapshot_every = 1000;  ///< batches between snapshots
   std::string node;  ///< this machine's node name: the store names this host NODE:PORT
   std::FILE* log = stderr;
   /// Called once the address is bound, before anything is accepted or reported:

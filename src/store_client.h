@@ -75,12 +75,17 @@ class client {
   /// Renews a lease once: ttl gets what remains, 0 (and true) when it has expired.
   virtual bool keepalive(std::int64_t id, std::int64_t& ttl, std::string& error) = 0;
   virtual bool revoke(std::int64_t id, std::string& error) = 0;
+  /// The cluster's active alarms ("NOSPACE": the space quota is exceeded and
+  /// etcd takes no writes, from any tenant; "CORRUPT").
+  virtual bool alarms(std::vector<std::string>& out, std::string& error) = 0;
   virtual bool txn(const std::vector<compare>& cmp, const std::vector<op>& success, const std::vector<op>& failure,
                    txn_result& result, std::string& error) = 0;
   /// Keys in [key, range_end) ("" range_end: the one key), sorted by key, at
-  /// the current revision (revision gets it) or at at_revision when not 0.
+  /// the current revision (revision gets it) or at at_revision when not 0;
+  /// keys_only: without their values.
   virtual bool range(const std::string& key, const std::string& range_end, std::vector<kv>& out,
-                     std::int64_t& revision, std::string& error, std::int64_t at_revision = 0) = 0;
+                     std::int64_t& revision, std::string& error, std::int64_t at_revision = 0,
+                     bool keys_only = false) = 0;
   /// Watches [key, range_end) from start_revision (0: from now), with
   /// prev_kv, and calls on_events for each response that has events, in
   /// revision order, until it returns false, cancel() is called, or the

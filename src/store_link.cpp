@@ -5,8 +5,13 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
 
 #include "address.h"
+#include "auth.h"
 
 #ifndef TFB_MODULE_DIR  // relative to the binary's directory (CMakeLists.txt)
 #define TFB_MODULE_DIR "../lib/tfbarrier/modules"
@@ -18,6 +23,9 @@ namespace {
 
 constexpr std::size_t max_batch_bytes = 1 << 20;  // under etcd's 1.5 MiB request limit, base64 included
 constexpr auto retry_every = std::chrono::milliseconds(200);
+constexpr std::size_t snapshot_chunk_bytes = 1 << 20;  // one put per chunk, as a batch
+constexpr std::size_t ops_per_txn = 100;               // etcd allows 128
+constexpr auto alarm_every = std::chrono::seconds(10);
 
 /// Starts a thread with every signal blocked: SIGINT and SIGTERM are the event loop's.
 template <typename F>
@@ -176,18 +184,18 @@ bool link::register_self(client& c, std::int64_t& lease, std::int64_t& inc, std:
 
 bool link::start(std::string& error) {
   auto make = [&](std::unique_ptr<client>& c) { return (c = load_client(s_.client, error)) != nullptr; };
-  if (!make(writer_c_) || !make(keeper_c_) || !make(watcher_c_)) return false;
+  if (!make(writer_c_) || !make(keeper_c_) || !make(watcher_c_) || !make(janitor_c_)) return false;
   std::int64_t lease = 0, inc = 0;
   if (!ensure_origin(*writer_c_, error) || !check_versions(*writer_c_, error) ||
       !register_self(*writer_c_, lease, inc, error))
     return false;
   lease_ = lease;
   inc_ = inc;
-  watch_from_ = origin_rev_;
   cb_.registered(inc);
   writer_ = quiet_thread([this] { writer_loop(); });
   keeper_ = quiet_thread([this] { keeper_loop(); });
   watcher_ = quiet_thread([this] { watcher_loop(); });
+  janitor_ = quiet_thread([this] { janitor_loop(); });
   return true;
 }
 
@@ -195,6 +203,22 @@ void link::write(std::string line) {
   {
     std::lock_guard lk(m_);
     queue_.push_back(std::move(line));
+  }
+  cv_.notify_all();
+}
+
+void link::mark_gone(const std::string& h, std::int64_t inc, std::string presence) {
+  {
+    std::lock_guard lk(m_);
+    chores_.push_back(chore{s_.keys.gone(h, inc), std::move(presence), 0});
+  }
+  cv_.notify_all();
+}
+
+void link::write_snapshot(std::int64_t rev, std::string text) {
+  {
+    std::lock_guard lk(m_);
+    chores_.push_back(chore{{}, std::move(text), rev});
   }
   cv_.notify_all();
 }
@@ -215,9 +239,9 @@ void link::stop() {
     stopping_ = true;
   }
   cv_.notify_all();
-  for (auto* c : {writer_c_.get(), keeper_c_.get(), watcher_c_.get()})
+  for (auto* c : {writer_c_.get(), keeper_c_.get(), watcher_c_.get(), janitor_c_.get()})
     if (c) c->cancel();
-  for (auto* t : {&writer_, &keeper_, &watcher_})
+  for (auto* t : {&writer_, &keeper_, &watcher_, &janitor_})
     if (t->joinable()) t->join();
   // Leave at once: the others withdraw this host's participants now, not at the lease's end.
   if (lease_ != 0) {
@@ -322,10 +346,97 @@ void link::keeper_loop() {
   }
 }
 
+// The newest whole snapshot and every event after it, read at one revision.
+// Deleted presences leave no event here, which is why a host's end is a key
+// of its own (gone/H/INC): every change to the replicated state is a key
+// that stays until a snapshot covers it.
+bool link::read_catch_up(client& c, catch_up& out, std::string& error) {
+  const std::string from = s_.keys.prefix + "/";
+  std::vector<kv> all;
+  if (!c.range(from, prefix_end(from), all, out.revision, error)) return false;
+  std::map<std::int64_t, const kv*> markers;
+  std::map<std::int64_t, std::vector<const kv*>> chunks;
+  for (const auto& k : all) {
+    auto p = s_.keys.parse(k.key);
+    if (p.what == layout::parsed::kind::snap) markers[p.inc] = &k;
+    if (p.what == layout::parsed::kind::snap_chunk) chunks[p.inc].push_back(&k);  // in key order: by index
+  }
+  for (auto it = markers.rbegin(); it != markers.rend() && out.snapshot.empty(); ++it) {
+    std::int64_t rev = it->first;
+    std::size_t count = 0, bytes = 0;
+    std::string mac;
+    std::string_view v = it->second->value;
+    bool ok = std::sscanf(std::string(v).c_str(), "chunks=%zu bytes=%zu", &count, &bytes) == 2;
+    if (auto m = v.find(" mac="); m != std::string_view::npos) mac = v.substr(m + 5);
+    std::string text;
+    const auto& parts = chunks[rev];
+    ok = ok && parts.size() == count;
+    for (std::size_t i = 0; ok && i < parts.size(); ++i) {
+      ok = s_.keys.parse(parts[i]->key).seq == i;
+      text += parts[i]->value;
+    }
+    ok = ok && text.size() == bytes;
+    if (ok && s_.secret && !auth::equal(mac, auth::hmac_hex(*s_.secret, it->second->key + "\n" + text))) {
+      log(fmt::format("warning: store: the snapshot {} has no MAC of this job's secret; ignored", it->second->key));
+      continue;
+    }
+    if (!ok) continue;  // not whole (its writer died while writing it): an older one
+    out.snapshot = std::move(text);
+    out.snap_rev = rev;
+  }
+  // Every host, input and end after the snapshot, as the watch brought them.
+  std::set<std::pair<std::string, std::int64_t>> live, mentioned;
+  std::map<std::pair<std::string, std::int64_t>, std::string> ended;
+  for (const auto& k : all) {
+    auto p = s_.keys.parse(k.key);
+    if (p.what == layout::parsed::kind::host) {
+      out.live.push_back(k);
+      live.emplace(p.host, k.create_revision);
+    }
+    if (k.mod_revision <= out.snap_rev) continue;
+    if (p.what == layout::parsed::kind::host || p.what == layout::parsed::kind::input ||
+        p.what == layout::parsed::kind::gone)
+      out.events.push_back(event{event::type::put, k, {}});
+    if (p.what == layout::parsed::kind::input) mentioned.emplace(p.host, p.inc);
+    if (p.what == layout::parsed::kind::gone) ended[{p.host, p.inc}] = k.value;
+  }
+  // A host that registered after the snapshot and has gone since: its
+  // presence key is no more, but its inputs and end are. It was present from
+  // its incarnation's revision on (that is what an incarnation is).
+  for (const auto& [h, inc] : mentioned) ended.try_emplace({h, inc}, std::string());
+  for (const auto& [hi, value] : ended) {
+    const auto& [h, inc] = hi;
+    if (inc <= out.snap_rev || live.count(hi)) continue;
+    kv k;
+    k.key = s_.keys.host(h);
+    k.create_revision = k.mod_revision = inc;
+    k.version = 1;
+    k.value = value.empty() ? presence{state_machine_version, h.substr(0, h.rfind(':')), {}, 0}.format() : value;
+    out.events.push_back(event{event::type::put, std::move(k), {}});
+  }
+  std::stable_sort(out.events.begin(), out.events.end(),
+                   [](const event& a, const event& b) { return a.now.mod_revision < b.now.mod_revision; });
+  return true;
+}
+
 void link::watcher_loop() {
   const std::string from = s_.keys.prefix + "/";
+  bool need_catch_up = true, again = false;
   while (!stopping_) {
     std::string error;
+    if (need_catch_up) {
+      auto cu = std::make_shared<catch_up>();
+      if (!read_catch_up(*watcher_c_, *cu, error)) {
+        log(fmt::format("warning: cannot read the store to catch up, retrying: {}", error));
+        if (!sleep_for(retry_every)) return;
+        continue;
+      }
+      cu->again = again;
+      again = true;
+      need_catch_up = false;
+      watch_from_ = cu->revision + 1;
+      cb_.post([this, cu] { cb_.caught_up(std::move(*cu)); });
+    }
     auto end = watcher_c_->watch(from, prefix_end(from), watch_from_, [this](const std::vector<event>& evs) {
       if (!evs.empty()) watch_from_ = evs.back().now.mod_revision + 1;
       cb_.post([this, evs] { cb_.events(evs); });
@@ -333,15 +444,136 @@ void link::watcher_loop() {
     }, error);
     if (end == watch_end::cancelled) return;
     if (end == watch_end::compacted) {
-      std::string why = fmt::format("the store's history before revision {} was compacted, and this version cannot "
-                                    "catch up from a snapshot; start the host again only after every host stopped, "
-                                    "with a new --store prefix",
-                                    watch_from_);
-      cb_.post([this, why] { cb_.failed(why); });
-      return;
+      log(fmt::format("warning: store: the history before revision {} was compacted; catching up from the newest "
+                      "snapshot",
+                      watch_from_));
+      need_catch_up = true;
+      continue;
     }
     log(fmt::format("warning: the store's watch broke, resuming at revision {}: {}", watch_from_, error));
     if (!sleep_for(retry_every)) return;
+  }
+}
+
+bool link::put_once(client& c, const std::string& key, const std::string& value, std::string& error) {
+  compare fresh{compare::target::version, compare::op::equal, key, 0, {}};
+  txn_result r;
+  return c.txn({fresh}, {op{op::type::put, key, value, {}, 0}}, {}, r, error);
+}
+
+bool link::store_snapshot(client& c, std::int64_t rev, const std::string& text, std::string& error) {
+  std::size_t count = 0;
+  for (std::size_t at = 0; at < text.size() || count == 0; at += snapshot_chunk_bytes, ++count)
+    if (!put_once(c, s_.keys.snap_chunk(rev, count), text.substr(std::min(at, text.size()), snapshot_chunk_bytes),
+                  error))
+      return false;
+  std::string marker = s_.keys.snap(rev);
+  std::string value = fmt::format("chunks={} bytes={}", count, text.size());
+  if (s_.secret) value += " mac=" + auth::hmac_hex(*s_.secret, marker + "\n" + text);
+  return put_once(c, marker, value, error);
+}
+
+// What the snapshot at rev covers goes: inputs and ends up to rev, older
+// snapshots. Never a host's last batch, which its writer may be retrying.
+void link::delete_covered(client& c, std::int64_t rev) {
+  std::vector<std::string> doomed;
+  for (const std::string& under : {s_.keys.inputs(), s_.keys.gones(), s_.keys.snaps()}) {
+    std::vector<kv> keys;
+    std::int64_t at = 0;
+    std::string error;
+    if (!c.range(under, prefix_end(under), keys, at, error, 0, true)) {
+      log(fmt::format("warning: store: cannot list {} to delete what the snapshot covers: {}", under, error));
+      return;
+    }
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      auto p = s_.keys.parse(keys[i].key);
+      bool covered = false;
+      if (p.what == layout::parsed::kind::input) {
+        auto q = i + 1 < keys.size() ? s_.keys.parse(keys[i + 1].key) : layout::parsed{};
+        bool last = q.what != layout::parsed::kind::input || q.host != p.host || q.inc != p.inc;
+        covered = keys[i].mod_revision <= rev && !last;
+      } else if (p.what == layout::parsed::kind::gone) {
+        covered = keys[i].mod_revision <= rev;
+      } else if (p.what == layout::parsed::kind::snap || p.what == layout::parsed::kind::snap_chunk) {
+        covered = p.inc < rev;
+      }
+      if (covered) doomed.push_back(keys[i].key);
+    }
+  }
+  for (std::size_t at = 0; at < doomed.size(); at += ops_per_txn) {
+    std::vector<op> dels;
+    for (std::size_t i = at; i < std::min(doomed.size(), at + ops_per_txn); ++i)
+      dels.push_back(op{op::type::del, doomed[i], {}, {}, 0});
+    txn_result r;
+    std::string error;
+    if (!c.txn({}, dels, {}, r, error)) {
+      log(fmt::format("warning: store: cannot delete keys the snapshot covers: {}", error));
+      return;
+    }
+  }
+}
+
+// etcd's space quota is every tenant's: past it, etcd takes no writes
+// ("database space exceeded") until an operator frees space and disarms.
+void link::check_alarms(client& c) {
+  std::vector<std::string> alarms;
+  std::string error;
+  if (!c.alarms(alarms, error)) return;  // unreachable: the other threads say so
+  bool nospace = std::find(alarms.begin(), alarms.end(), "NOSPACE") != alarms.end();
+  if (nospace && !nospace_)
+    log("error: etcd's space quota is exceeded (alarm NOSPACE): etcd takes no writes from any tenant, so no "
+        "barrier can change; ask its operator to compact, defragment and disarm it (etcdctl alarm disarm), "
+        "or raise --quota-backend-bytes");
+  if (!nospace && nospace_) log("store: etcd's NOSPACE alarm is off again: writes go on");
+  nospace_ = nospace;
+}
+
+void link::janitor_loop() {
+  auto next_check = std::chrono::steady_clock::now();
+  for (;;) {
+    chore ch;
+    bool have = false;
+    {
+      std::unique_lock lk(m_);
+      cv_.wait_until(lk, next_check, [&] { return stopping_ || !chores_.empty(); });
+      if (stopping_) return;
+      if (!chores_.empty()) {
+        ch = std::move(chores_.front());
+        chores_.pop_front();
+        have = true;
+      }
+    }
+    if (std::chrono::steady_clock::now() >= next_check) {
+      check_alarms(*janitor_c_);
+      next_check = std::chrono::steady_clock::now() + alarm_every;
+    }
+    if (!have) continue;
+    std::string error;
+    if (!ch.key.empty()) {
+      // Fenced on this host's presence: a host that was cut off marks
+      // nothing until it has registered again (then it may be the only one left to).
+      for (int attempt = 0; !stopping_; ++attempt) {
+        std::int64_t inc = inc_;
+        compare present{compare::target::create_revision, compare::op::equal, s_.keys.host(s_.self), inc, {}};
+        compare fresh{compare::target::version, compare::op::equal, ch.key, 0, {}};
+        txn_result r;
+        if (janitor_c_->txn({present, fresh}, {op{op::type::put, ch.key, ch.value, {}, 0}},
+                            {op{op::type::range, ch.key, {}, {}, 0}}, r, error)) {
+          if (r.succeeded || (!r.ranges.empty() && !r.ranges[0].empty())) break;  // written, by us or another
+        } else if (attempt == 0) {
+          log(fmt::format("warning: store: cannot write {}, retrying: {}", ch.key, error));
+        }
+        if (!sleep_for(retry_every)) return;
+      }
+      continue;
+    }
+    bool ok = store_snapshot(*janitor_c_, ch.snap_rev, ch.value, error);
+    if (ok)
+      delete_covered(*janitor_c_, ch.snap_rev);
+    else
+      log(fmt::format("warning: store: cannot write the snapshot at revision {}: {}", ch.snap_rev, error));
+    std::int64_t rev = ch.snap_rev;
+    cb_.post([this, rev, ok] { cb_.snapshot_written(rev, ok); });
   }
 }
 

@@ -46,10 +46,24 @@ class link {
     presence me;
     std::chrono::seconds lease{10};
     const std::string* secret = nullptr;  ///< MAC every batch with it (docs/store.md, Authorization)
+    std::size_t snapshot_every = 1000;    ///< batches applied between snapshots
+  };
+  /// What a host needs to start from (or start over from, after a compacted
+  /// revision): the newest whole snapshot and every event after it, read at
+  /// one revision (docs/store.md, "Catch-up").
+  struct catch_up {
+    std::string snapshot;       ///< the state at snap_rev ("" for none: from the empty state)
+    std::int64_t snap_rev = 0;
+    std::vector<event> events;  ///< after snap_rev, in revision order, as a watch would bring them
+    std::int64_t revision = 0;  ///< the store's revision read; the watch goes on after it
+    std::vector<kv> live;       ///< the presence keys at that revision
+    bool again = false;         ///< not the first: the watch met a compacted revision
   };
   struct callbacks {
     std::function<void(std::function<void()>)> post;          ///< run on the event loop
     std::function<void(std::vector<event>)> events;           ///< the prefix's events, in revision order
+    std::function<void(catch_up)> caught_up;                  ///< first, and after a compacted revision
+    std::function<void(std::int64_t rev, bool ok)> snapshot_written;
     std::function<void(std::int64_t inc)> registered;         ///< a (new) incarnation is present
     std::function<void(const std::string& why)> fenced;       ///< the presence went: re-register is under way
     std::function<void(const std::string& why)> failed;       ///< cannot go on (the host stops)
@@ -66,6 +80,12 @@ class link {
   bool start(std::string& error);
   /// Queues one input line (from the event loop). Lines are written in order.
   void write(std::string line);
+  /// Marks host h's incarnation inc as gone (its presence was deleted), if
+  /// no host has yet: where that key lands in the log, every host withdraws
+  /// its participants. presence: the presence key's last value, kept in it.
+  void mark_gone(const std::string& h, std::int64_t inc, std::string presence);
+  /// Writes a snapshot of the state after revision rev, then deletes what it covers.
+  void write_snapshot(std::int64_t rev, std::string text);
   /// After fenced: drop what is queued and register a new incarnation.
   void reregister();
   /// Leaves the store: revokes the lease (the presence goes with it).
@@ -81,6 +101,12 @@ class link {
   void writer_loop();
   void keeper_loop();
   void watcher_loop();
+  void janitor_loop();
+  bool read_catch_up(client& c, catch_up& out, std::string& error);
+  bool put_once(client& c, const std::string& key, const std::string& value, std::string& error);
+  bool store_snapshot(client& c, std::int64_t rev, const std::string& text, std::string& error);
+  void delete_covered(client& c, std::int64_t rev);
+  void check_alarms(client& c);
   /// Writes one batch; false when fenced (with why), retrying while etcd is unreachable.
   bool write_batch(client& c, const std::string& value, std::uint64_t seq, std::string& why);
   void log(const std::string& text) {
@@ -90,8 +116,14 @@ class link {
 
   settings s_;
   callbacks cb_;
-  std::unique_ptr<client> writer_c_, keeper_c_, watcher_c_;
-  std::thread writer_, keeper_, watcher_;
+  std::unique_ptr<client> writer_c_, keeper_c_, watcher_c_, janitor_c_;
+  std::thread writer_, keeper_, watcher_, janitor_;
+  struct chore {
+    std::string key, value;  ///< a gone key to write once
+    std::int64_t snap_rev = 0;  ///< or a snapshot (key empty)
+  };
+  std::deque<chore> chores_;  ///< the janitor's, under m_
+  bool nospace_ = false;      ///< janitor only: etcd's NOSPACE alarm is on
   std::mutex m_;
   std::condition_variable cv_;
   std::deque<std::string> queue_;

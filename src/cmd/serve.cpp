@@ -292,6 +292,7 @@ int store_settings(const serve_options& o, host_options& h) {
   h.store_cert = o.store_cert.value_or("");
   h.store_key = o.store_key.value_or("");
   h.store_lease = o.store_lease;
+  h.store_snapshot_every = o.store_snapshot_every;
   const char* n = std::getenv("SLURMD_NODENAME");
   h.node = n && *n ? std::string(n) : short_hostname();
   return exit_code::ok;
@@ -364,6 +365,12 @@ void define_serve_store(CLI::App* s, serve_options& serve, std::string& lease) {
                 "gone for that long is lost, and its participants withdrawn")
       ->envname("TFBARRIER_STORE_LEASE")
       ->check(duration_validator(std::chrono::seconds(2)));
+  s->add_option("--store-snapshot-every", serve.store_snapshot_every,
+                "Snapshot the store's state after N batches of inputs (default 1000); a late host starts from the "
+                "newest snapshot, and the keys it covers are deleted")
+      ->envname("TFBARRIER_STORE_SNAPSHOT_EVERY")
+      ->type_name("N")
+      ->check(CLI::Range(1, 1000000));
 }
 
 }  // namespace

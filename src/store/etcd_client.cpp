@@ -179,6 +179,16 @@ class etcd_client final : public client {
     json r;
     return call("/v3/lease/revoke", json{{"ID", std::to_string(id)}}, r, error);
   }
+
+  bool alarms(std::vector<std::string>& out, std::string& error) override {
+    json r;
+    if (!call("/v3/maintenance/alarm", json{{"action", "GET"}}, r, error)) return false;
+    out.clear();
+    if (r.contains("alarms") && r["alarms"].is_array())
+      for (const auto& a : r["alarms"])
+        out.push_back(a.contains("alarm") && a["alarm"].is_string() ? a["alarm"].get<std::string>() : "NOSPACE");
+    return true;
+  }
   bool txn(const std::vector<compare>& cmp, const std::vector<op>& success, const std::vector<op>& failure,
            txn_result& result, std::string& error) override {
     json body{{"compare", json::array()}, {"success", json::array()}, {"failure", json::array()}};
@@ -205,8 +215,9 @@ class etcd_client final : public client {
     return true;
   }
   bool range(const std::string& key, const std::string& range_end, std::vector<kv>& out, std::int64_t& revision,
-             std::string& error, std::int64_t at_revision) override {
+             std::string& error, std::int64_t at_revision, bool keys_only) override {
     json body{{"key", b64(key)}};
+    if (keys_only) body["keys_only"] = true;
     if (!range_end.empty()) body["range_end"] = b64(range_end);
     if (at_revision) body["revision"] = std::to_string(at_revision);
     json r;

@@ -28,12 +28,13 @@ teardown() {
 }
 
 # store_host I [serve options]: starts (or starts again, on the same port)
-# host I of the store, with a lease of 2 s. A_I is its address.
+# host I of the store, with a lease of 2 s (STORE_LEASE), at $STORE (or
+# STORE_OF, the same store with its members in another order). A_I is its address.
 store_host() {
   local i=$1
   shift
   [ -n "${STORE_PORT[$i]:-}" ] || STORE_PORT[$i]=$(free_port)
-  start_host_on "127.0.0.1:${STORE_PORT[$i]}" --store "$STORE" --store-lease 2s "$@"
+  start_host_on "127.0.0.1:${STORE_PORT[$i]}" --store "${STORE_OF:-$STORE}" --store-lease "${STORE_LEASE:-2s}" "$@"
   STORE_PID[$i]=$HOST_PID
   declare -g "A_$i=127.0.0.1:${STORE_PORT[$i]}"
 }
@@ -185,6 +186,74 @@ arrived_on() {
   # Applied once: the round released once, and the next one is round 2.
   run -0 env TFBARRIER_ADDR="$A_2" "$TFB" status --name e9 --json
   assert_json barriers.0.round 2
+}
+
+# etcdctl on this file's cluster (first member first, unless given --endpoints).
+ctl() { ETCDCTL_API=3 etcdctl --endpoints="$ETCD_ENDPOINTS" "$@"; }
+# round_of I NAME: the round host I shows for NAME.
+round_of() {
+  local a="A_$1"
+  TFBARRIER_ADDR=${!a} "$TFB" status --name "$2" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["barriers"][0]["round"])'
+}
+# rounds K NAME I J: K rounds of NAME (n=2), rank 0 through host I, rank 1 through host J.
+rounds() {
+  local k
+  for ((k = 1; k <= $1; k++)); do
+    on "$3" "a$k" --name "$2" --n 2 --rank 0
+    on "$4" "b$k" --name "$2" --n 2 --rank 1
+    expect_exits 0 "a$k" "b$k"
+  done
+}
+
+@test "snapshots: the keys a snapshot covers are deleted, and a host started after a compaction starts from it" {
+  store_host 0 --store-snapshot-every 4
+  store_host 1 --store-snapshot-every 4
+  rounds 6 s1 0 1
+  wait_for_match "$HOST_LOG" "store: wrote a snapshot at revision" 10  # by the host with the smallest name
+  prefix=${STORE##*/}
+  run -0 ctl get --prefix --keys-only "/$prefix/snap/"
+  assert_output --regexp "/$prefix/snap/[0-9a-f]{16}"
+  # 12 batches were written; what the newest snapshot covers is gone, but a host's last.
+  inputs=$(ctl get --prefix --keys-only "/$prefix/in/" | grep -c . || true)
+  [ "$inputs" -lt 8 ] || { ctl get --prefix --keys-only "/$prefix/" >&2; false; }
+  # A participant waits in an open round when later snapshots are taken: they hold it.
+  on 0 c0 --name s2 --n 2 --rank 1
+  arrived_on 1 s2 1
+  rounds 2 s1 0 1
+  rev=$(ctl get / --prefix --keys-only -w json | python3 -c 'import json,sys; print(json.load(sys.stdin)["header"]["revision"])')
+  ctl compact "$rev" >/dev/null
+  store_host 2
+  wait_for_match "$HOST_LOG" "tfbarrier\[${STORE_PID[2]}\]: store: started from the snapshot at revision" 10
+  [ "$(round_of 2 s1)" = 9 ]
+  arrived_on 2 s2 1
+  # The chief's verdict through the late host reaches the participant waiting on an old one.
+  run -0 env TFBARRIER_ADDR="$A_2" timeout 20 "$TFB" decide stop --name s2 --n 2 --rank 0 -m "enough"
+  expect_exits 1 c0
+  # And the next round of s1 goes through the late host and an old one.
+  rounds 1 s1 2 0
+  [ "$(round_of 1 s1)" = 10 ]
+}
+
+@test "a host whose watch meets a compacted revision starts over from the store, and its participants arrive again" {
+  STORE_LEASE=10s
+  store_host 0
+  store_host 1
+  # Host 2 watches through member 2 first; the others through member 0.
+  IFS=, read -r m0 m1 m2 <<<"${ETCD_ENDPOINTS//http:\/\//}"
+  STORE_OF="etcd://$m2,$m0,$m1/${STORE##*/}" store_host 2
+  rounds 1 c1 2 0
+  kill -STOP "${STORE_PID[2]}"
+  "$BATS_TEST_DIRNAME/../tools/etcd-cluster" kill "$ETCD_DIR" 2
+  rounds 2 c1 0 1
+  rev=$(ctl get / --prefix --keys-only -w json | python3 -c 'import json,sys; print(json.load(sys.stdin)["header"]["revision"])')
+  ctl compact "$rev" >/dev/null
+  kill -CONT "${STORE_PID[2]}"
+  wait_for_match "$HOST_LOG" "tfbarrier\[${STORE_PID[2]}\]: warning: store: the history before revision [0-9]+ was compacted" 15
+  wait_for_match "$HOST_LOG" "tfbarrier\[${STORE_PID[2]}\]: warning: store: starting over" 10
+  "$BATS_TEST_DIRNAME/../tools/etcd-cluster" restart "$ETCD_DIR" 2
+  [ "$(round_of 2 c1)" = 4 ]
+  rounds 1 c1 2 1
+  [ "$(round_of 0 c1)" = 5 ]
 }
 
 @test "serve --store: a malformed store, --state-dir beside it, or no etcd to reach: a clear error and its exit code" {
