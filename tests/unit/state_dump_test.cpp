@@ -197,6 +197,26 @@ TEST(StateDump, BrokenTextIsRefusedAndChangesNothing) {
   }
 }
 
+TEST(StateDump, AHandWrittenSnapshotLoads) {
+  // The seed of the fuzzer's corpus (fuzz/corpus/store/snapshot-1): the format as docs/store.md shows it.
+  const std::string text =
+      "replica 1 3 100\nhost =A:1 5 =sm=1%20pid=1%20node=n%20addr=x\nid 1 =A:1 5 7\nid 2 =B:1 6 8\nstate\n"
+      "set 1 0 1 2 = =A:1\nbar =job =e 0 0 = 100\nfin 1 1 = 2 =p0 =p1\n"
+      "rnd open 2 3 =rank%200 - 0 = = 100 -1 1 0 0 0 0 0\nmem 1 0 =n 100 1 =p0 0 0 1 0 100\n"
+      "gone 1 =n 101 1 99 =p1\nat 1 2 1\nend\n";
+  barrier_set s;
+  store::replica r("A:1", s);
+  std::string error;
+  ASSERT_TRUE(r.load(text, error)) << error;
+  EXPECT_EQ(r.dump(), text);
+  auto st = s.status(proto::status_req{"job", "e", true}, 200);
+  ASSERT_EQ(st.barriers.size(), 1u);
+  EXPECT_EQ(st.barriers[0].gen, 2u);
+  EXPECT_EQ(st.barriers[0].arrived, 1u);
+  EXPECT_EQ(st.barriers[0].members[0].via, "A:1");
+  ASSERT_EQ(st.barriers[0].gone.size(), 1u);
+}
+
 TEST(StateDump, AReplicaLoadedFromASnapshotRoutesAsTheOthers) {
   // Host A applies the log from the start; host C loads A's snapshot
   // halfway and applies the rest: both reach the same state, and C answers
