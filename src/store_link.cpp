@@ -25,7 +25,7 @@ constexpr std::size_t max_batch_bytes = 1 << 20;  // under etcd's 1.5 MiB reques
 constexpr auto retry_every = std::chrono::milliseconds(200);
 constexpr std::size_t snapshot_chunk_bytes = 1 << 20;  // one put per chunk, as a batch
 constexpr std::size_t ops_per_txn = 100;               // etcd allows 128
-constexpr auto alarm_every = std::chrono::seconds(10);
+constexpr auto alarm_every = std::chrono::seconds(5);
 
 /// Starts a thread with every signal blocked: SIGINT and SIGTERM are the event loop's.
 template <typename F>
@@ -252,6 +252,7 @@ void link::stop() {
 
 bool link::write_batch(client& c, const std::string& value, std::uint64_t seq, std::string& why) {
   std::string host = s_.keys.host(s_.self);
+  unsigned failures = 0;
   for (;;) {
     std::int64_t inc = inc_;
     std::string key = s_.keys.input(s_.self, inc, seq);
@@ -265,7 +266,10 @@ bool link::write_batch(client& c, const std::string& value, std::uint64_t seq, s
     txn_result r;
     std::string error;
     if (c.txn({present, fresh}, {put}, {read_host, read_key}, r, error)) {
-      if (r.succeeded || (r.ranges.size() == 2 && !r.ranges[1].empty())) return true;
+      if (r.succeeded || (r.ranges.size() == 2 && !r.ranges[1].empty())) {
+        if (failures > 0) log(fmt::format("store: writing again, after {} attempts", failures + 1));
+        return true;
+      }
       bool gone = r.ranges.empty() || r.ranges[0].empty() || r.ranges[0][0].create_revision != inc;
       if (gone) {
         why = fmt::format("this host's presence in the store went (its lease of {}s expired: was it stopped, or cut "
@@ -274,7 +278,9 @@ bool link::write_batch(client& c, const std::string& value, std::uint64_t seq, s
         return false;
       }
     } else {
-      log(fmt::format("warning: cannot write to the store, retrying: {}", error));
+      // Said once, then every 10 s while it lasts (etcd may refuse for long: no quorum, NOSPACE).
+      if (failures++ % 50 == 0)
+        log(fmt::format("warning: cannot write to the store, retrying every {} ms: {}", retry_every.count(), error));
     }
     if (!sleep_for(retry_every)) return true;
   }

@@ -24,6 +24,7 @@ setup() {
 teardown() {
   local p
   for p in "${STORE_PID[@]}"; do kill -CONT "$p" 2>/dev/null || true; done
+  if [ -n "${QUOTA_ETCD:-}" ]; then kill "$QUOTA_ETCD" 2>/dev/null || true; fi
   teardown_common
 }
 
@@ -254,6 +255,37 @@ rounds() {
   [ "$(round_of 2 c1)" = 4 ]
   rounds 1 c1 2 1
   [ "$(round_of 0 c1)" = 5 ]
+}
+
+@test "etcd's space quota exceeded (NOSPACE): the host says so and what to do, and no arrival is lost" {
+  # An etcd of its own with a 4 MiB quota, filled by another tenant.
+  local cp pp q=$BATS_TEST_TMPDIR/quota
+  cp=$(free_port)
+  pp=$(free_port)
+  etcd --name q --data-dir "$q" --listen-client-urls "http://127.0.0.1:$cp" --advertise-client-urls "http://127.0.0.1:$cp" \
+    --listen-peer-urls "http://127.0.0.1:$pp" --initial-advertise-peer-urls "http://127.0.0.1:$pp" \
+    --initial-cluster "q=http://127.0.0.1:$pp" --quota-backend-bytes 4194304 >"$q.log" 2>&1 3>&- &
+  QUOTA_ETCD=$!
+  qctl() { ETCDCTL_API=3 etcdctl --endpoints="http://127.0.0.1:$cp" "$@"; }
+  for _ in $(seq 50); do qctl endpoint health >/dev/null 2>&1 && break; sleep 0.1; done
+  STORE="etcd://127.0.0.1:$cp/quota"
+  store_host 0
+  head -c 300000 /dev/zero | tr '\0' x >"$q.value"
+  for i in $(seq 40); do qctl put "/other/$i" <"$q.value" >/dev/null 2>&1 || break; done
+  wait_for_match "$HOST_LOG" "error: etcd's space quota is exceeded \(alarm NOSPACE\).*ask its operator" 15
+  # An arrival while etcd takes no writes waits for it, and is not lost.
+  on 0 w0 --name q1 --n 2 --rank 0
+  still_running 1 w0
+  qctl del --prefix /other >/dev/null
+  rev=$(qctl get / --prefix --keys-only -w json | python3 -c 'import json,sys; print(json.load(sys.stdin)["header"]["revision"])')
+  qctl compact "$rev" >/dev/null
+  qctl defrag >/dev/null
+  qctl alarm disarm >/dev/null
+  wait_for_match "$HOST_LOG" "store: etcd's NOSPACE alarm is off again" 15
+  on 0 w1 --name q1 --n 2 --rank 1
+  expect_exits 0 w0 w1
+  [ "$(grep -c "tfbarrier\[${STORE_PID[0]}\]: warning: cannot write to the store" "$HOST_LOG")" -le 3 ]  # not every 200 ms
+  grep -q "store: writing again, after" "$HOST_LOG"
 }
 
 @test "serve --store: a malformed store, --state-dir beside it, or no etcd to reach: a clear error and its exit code" {
