@@ -14,7 +14,7 @@ _tfbarrier_options() {
   case $1 in
     serve) echo "--listen --daemon --log --idle-exit --forget-after --quiet --state-dir --max-connections" \
       "--max-per-address --max-barriers --secret-file --no-munge --insecure --metrics --metrics-token-file" \
-      "--metrics-textfile --history --history-file --store --store-lease --store-ca --store-cert --store-key --help -q -h" ;;
+      "--metrics-textfile --history --history-file --store --store-lease --store-snapshot-every --store-ca --store-cert --store-key --help -q -h" ;;
     wait) echo "--name --n --rank --chief --timeout --progress $client" ;;
     decide) echo "--name --message --no-wait --timeout --n --rank $client -m" ;;
     abort) echo "--name --reason $client" ;;
@@ -30,7 +30,7 @@ _tfbarrier_takes_value() {
   case $1 in
     --listen | --log | --idle-exit | --forget-after | --state-dir | --max-connections | --max-per-address | --max-barriers | \
       --secret-file | --name | --n | --rank | --timeout | --progress | --addr | --scope | --connect-timeout | \
-      --keepalive | --message | -m | --reason | --file | --metrics | --metrics-token-file | --metrics-textfile | --history | --history-file | --last | --svg | --store | --store-lease) return 0 ;;
+      --keepalive | --message | -m | --reason | --file | --metrics | --metrics-token-file | --metrics-textfile | --history | --history-file | --last | --svg | --store | --store-lease | --store-snapshot-every) return 0 ;;
   esac
   return 1
 }
