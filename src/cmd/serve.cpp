@@ -370,7 +370,13 @@ void define_serve_store(CLI::App* s, serve_options& serve, std::string& lease) {
                 "newest snapshot, and the keys it covers are deleted")
       ->envname("TFBARRIER_STORE_SNAPSHOT_EVERY")
       ->type_name("N")
-      ->check(CLI::Range(1, 1000000));
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            return v.find_first_not_of("0123456789") == std::string::npos && !v.empty() && v.size() < 8 && std::stoul(v) > 0
+                       ? std::string()
+                       : "a whole number of batches from 1 to 9999999, not '" + v + "'";
+          },
+          "N"));
 }
 
 }  // namespace
