@@ -10,7 +10,7 @@ _tfbarrier_commands="serve wait decide abort status report config secret"
 
 # _tfbarrier_options COMMAND: the options COMMAND takes, long ones first.
 _tfbarrier_options() {
-  local client="--addr --scope --connect-timeout --quiet --secret-file --keepalive --insecure --help -q -h"
+  local client="--addr --store --scope --connect-timeout --quiet --secret-file --keepalive --insecure --help -q -h"
   case $1 in
     serve) echo "--listen --daemon --log --idle-exit --forget-after --quiet --state-dir --max-connections" \
       "--max-per-address --max-barriers --secret-file --no-munge --insecure --metrics --metrics-token-file" \

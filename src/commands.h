@@ -13,6 +13,7 @@ namespace tfb {
 struct common_options {
   std::optional<std::string> addr;
   std::optional<std::string> scope;
+  std::optional<std::string> store;  ///< status, decide, abort: --store (else TFBARRIER_STORE)
   std::optional<duration> connect_timeout;  ///< default 60s; status: 10s
 
   std::optional<duration> keepalive;  ///< TFBARRIER_KEEPALIVE (default 5s)

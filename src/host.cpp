@@ -963,6 +963,7 @@ void server::check_caught_up() {
   if (caught_up_ || registering_ == 0 || replica_->incarnation_of(self_key_) != registering_) return;
   caught_up_ = true;
   if (on_caught_up) on_caught_up();
+  asio::co_spawn(io_, accept_loop(), asio::detached);
 }
 
 // Now and then the host with the smallest name writes the whole state (the
@@ -1120,7 +1121,9 @@ bool server::listen(std::string& error) {
 
 void server::run_loops() {
   metrics_.start();  // issue 21
-  asio::co_spawn(io_, accept_loop(), asio::detached);
+  // With a store, connections wait in the backlog until the host has caught
+  // up: a STATUS or ARRIVE answered from a state not yet loaded would be wrong.
+  if (!link_) asio::co_spawn(io_, accept_loop(), asio::detached);
   asio::co_spawn(io_, prune_loop(), asio::detached);
   if (opts_.idle_exit) asio::co_spawn(io_, idle_loop(), asio::detached);
   signals_.async_wait([this](asio::error_code ec, int sig) {

@@ -386,7 +386,9 @@ class resolver {
   }
 
   void resolve_store() {
-    if (auto v = get("TFBARRIER_STORE"); v && !v->empty())
+    if (flags_.store)
+      s_.store = {*flags_.store, "flag:--store"};
+    else if (auto v = get("TFBARRIER_STORE"); v && !v->empty())
       s_.store = {*v, "env:TFBARRIER_STORE"};
     else
       s_.store = {std::nullopt, "default"};

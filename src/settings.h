@@ -27,6 +27,7 @@ struct flag_inputs {
   std::optional<std::uint32_t> n;    // --n
   std::optional<std::uint32_t> rank; // --rank
   std::optional<std::string> scope;  // --scope
+  std::optional<std::string> store;  // --store (status, decide, abort)
   bool insecure = false;             // --insecure: take a host that does not authenticate, beyond loopback too
   std::uint32_t uid = 0;             // not a flag: the process's uid, for default_port_for
   // false for commands that take no --n or --rank (status, abort, serve): the

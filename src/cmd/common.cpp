@@ -53,6 +53,8 @@ void start_host(const settings& s, bool quiet) {
     setsid();
     if (fork() != 0) _exit(exit_code::ok);
     (void)detach(log, -1);  // without its log the host still runs
+    // The store as this command had it (--store, or TFBARRIER_STORE, which the host reads too).
+    if (s.store.value) ::setenv("TFBARRIER_STORE", s.store.value->c_str(), 1);
     execl(exe.c_str(), exe.c_str(), "serve", "--listen", listen.c_str(), "--idle-exit", "10m", "--self-started",
           static_cast<char*>(nullptr));
     _exit(127);
@@ -93,6 +95,7 @@ std::optional<settings> resolve(const common_options& c, std::optional<std::uint
   flag_inputs f;
   f.addr = c.addr;
   f.scope = c.scope;
+  f.store = c.store;
   f.n = n;
   f.rank = rank;
   f.counts = counts;

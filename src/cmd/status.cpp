@@ -134,7 +134,9 @@ int run_status(const status_options& o) {
   }
   auto s = resolve(o.common, std::nullopt, std::nullopt, false);
   if (!s) return exit_code::usage;
-  s->may_start_host = false;  // a question: it never starts the host it asks about
+  // A question: it never starts the host it asks about. With a store, this
+  // machine's host is only a door to the store's barriers: it may start one.
+  s->may_start_host = s->store.value && !s->addr_explicit;
   proto::status_req req{o.all_scopes ? "*" : *s->scope.value, o.name, true};
   // A question, not a wait: with no host there, say so within 10 s, not 60.
   common_options common = o.common;

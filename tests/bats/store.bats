@@ -322,6 +322,31 @@ rounds() {
   stop_self_started "$log" "127.0.0.1:$port_b"
 }
 
+@test "from a machine with no host of the job: status, decide and abort given --store reach the store's barriers" {
+  store_host 0
+  store_host 1
+  on 0 w0 --name f1 --n 3 --rank 1
+  on 1 w1 --name f1 --n 3 --rank 2
+  arrived_on 0 f1 2
+  # "The login node": no host there, its own port; the first command starts this machine's door to the store.
+  login=$(free_port)
+  run -0 env -u TFBARRIER_ADDR TFBARRIER_PORT="$login" "$TFB" status -q --store "$STORE" --name f1 --json
+  assert_json barriers.0.arrived 2
+  assert_json barriers.0.members.0.via "\"$(uname -n):${STORE_PORT[0]}\""
+  run -0 env -u TFBARRIER_ADDR TFBARRIER_PORT="$login" "$TFB" config --store "$STORE" --json
+  assert_json source.store '"flag:--store"'
+  run -0 env -u TFBARRIER_ADDR TFBARRIER_PORT="$login" timeout 20 "$TFB" decide stop --store "$STORE" --name f1 --n 3 --rank 0 -m "from the login node"
+  expect_exits 1 w0 w1
+  grep -qx "from the login node" "$(out w0)"
+  on 1 w2 --name f2 --n 2 --rank 0
+  arrived_on 0 f2 1
+  run -0 env -u TFBARRIER_ADDR TFBARRIER_PORT="$login" "$TFB" abort --store "$STORE" --name f2 --reason "from afar"
+  expect_exits 3 w2
+  log=$(ls "$HOME"/.tfbarrier/serve-*.log)
+  grep -q "listening on 127.0.0.1:$login .*store etcd://" "$log"
+  stop_self_started "$log" "127.0.0.1:$login"
+}
+
 @test "with a secret, a batch forged in etcd by someone without it is not applied: the participants do not see its abort" {
   "$TFB" secret --file "$BATS_TEST_TMPDIR/secret" >/dev/null
   export TFBARRIER_SECRET_FILE=$BATS_TEST_TMPDIR/secret
