@@ -940,6 +940,11 @@ void server::on_store_events(const std::vector<store::event>& evs) {
       if (k.host == self_key_ && inc == replica_->incarnation())
         on_fenced("this host's presence in the store was deleted (its lease expired)");
     } else if (k.what == kind::gone && put && ev.now.version == 1) {
+      std::string presence, error;
+      if (!store::open_gone(ev.now.key, ev.now.value, store_secret_ ? &*store_secret_ : nullptr, presence, error)) {
+        log(fmt::format("warning: store: {} not applied: {}", ev.now.key, error));
+        continue;
+      }
       event(fmt::format("store: host {} left (incarnation {}); its participants of open rounds are withdrawn", k.host,
                         k.inc));
       replica_->host_down(k.host, k.inc, out);

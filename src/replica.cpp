@@ -263,6 +263,29 @@ bool open_batch(std::string_view value, std::string_view key, const std::string*
   return true;
 }
 
+std::string seal_gone(std::string_view key, std::string_view presence, const std::string* secret) {
+  std::string out(presence);
+  if (secret) out += " mac=" + auth::hmac_hex(*secret, std::string(key) + "\n" + std::string(presence));
+  return out;
+}
+
+bool open_gone(std::string_view key, std::string_view value, const std::string* secret, std::string& presence,
+               std::string& error) {
+  presence = value;
+  if (!secret) return true;
+  auto at = value.rfind(" mac=");
+  if (at == std::string_view::npos) {
+    error = "an end of a host without a MAC (written by someone without this job's secret?)";
+    return false;
+  }
+  presence = value.substr(0, at);
+  if (!auth::equal(value.substr(at + 5), auth::hmac_hex(*secret, std::string(key) + "\n" + presence))) {
+    error = "an end of a host whose MAC is wrong (written by someone without this job's secret)";
+    return false;
+  }
+  return true;
+}
+
 conn_id replica::replica_id(const std::string& h, std::int64_t inc, conn_id c) {
   auto [it, fresh] = ids_.try_emplace(gid{h, inc, c}, next_);
   if (fresh) back_.emplace(next_++, it->first);

@@ -77,6 +77,13 @@ std::string seal_batch(const std::vector<std::string>& lines, std::string_view k
 bool open_batch(std::string_view value, std::string_view key, const std::string* secret,
                 std::vector<std::string_view>& lines, std::string& error);
 
+/// A gone key's value: the presence it ends, and with a secret " mac=HMAC"
+/// of the key and it (so that no one without the secret withdraws a host).
+std::string seal_gone(std::string_view key, std::string_view presence, const std::string* secret);
+/// The presence a gone key ends; with a secret, false unless its MAC is right.
+bool open_gone(std::string_view key, std::string_view value, const std::string* secret, std::string& presence,
+               std::string& error);
+
 class replica {
  public:
   /// self: this host's key name ("node1:7727").

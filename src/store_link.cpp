@@ -210,7 +210,9 @@ void link::write(std::string line) {
 void link::mark_gone(const std::string& h, std::int64_t inc, std::string presence) {
   {
     std::lock_guard lk(m_);
-    chores_.push_back(chore{s_.keys.gone(h, inc), std::move(presence), 0});
+    std::string key = s_.keys.gone(h, inc);
+    std::string value = seal_gone(key, presence, s_.secret);
+    chores_.push_back(chore{std::move(key), std::move(value), 0});
   }
   cv_.notify_all();
 }
@@ -404,7 +406,10 @@ bool link::read_catch_up(client& c, catch_up& out, std::string& error) {
         p.what == layout::parsed::kind::gone)
       out.events.push_back(event{event::type::put, k, {}});
     if (p.what == layout::parsed::kind::input) mentioned.emplace(p.host, p.inc);
-    if (p.what == layout::parsed::kind::gone) ended[{p.host, p.inc}] = k.value;
+    if (p.what == layout::parsed::kind::gone) {
+      std::string presence, why;
+      if (open_gone(k.key, k.value, s_.secret, presence, why)) ended[{p.host, p.inc}] = presence;
+    }
   }
   // A host that registered after the snapshot and has gone since: its
   // presence key is no more, but its inputs and end are. It was present from
@@ -483,7 +488,8 @@ bool link::store_snapshot(client& c, std::int64_t rev, const std::string& text, 
 // snapshots. Never a host's last batch, which its writer may be retrying.
 void link::delete_covered(client& c, std::int64_t rev) {
   std::vector<std::string> doomed;
-  for (const std::string& under : {s_.keys.inputs(), s_.keys.gones(), s_.keys.snaps()}) {
+  std::set<std::pair<std::string, std::int64_t>> live;  // incarnations present now: their last batch stays
+  for (const std::string& under : {s_.keys.hosts(), s_.keys.inputs(), s_.keys.gones(), s_.keys.snaps()}) {
     std::vector<kv> keys;
     std::int64_t at = 0;
     std::string error;
@@ -494,10 +500,12 @@ void link::delete_covered(client& c, std::int64_t rev) {
     for (std::size_t i = 0; i < keys.size(); ++i) {
       auto p = s_.keys.parse(keys[i].key);
       bool covered = false;
-      if (p.what == layout::parsed::kind::input) {
+      if (p.what == layout::parsed::kind::host) {
+        live.emplace(p.host, keys[i].create_revision);
+      } else if (p.what == layout::parsed::kind::input) {
         auto q = i + 1 < keys.size() ? s_.keys.parse(keys[i + 1].key) : layout::parsed{};
         bool last = q.what != layout::parsed::kind::input || q.host != p.host || q.inc != p.inc;
-        covered = keys[i].mod_revision <= rev && !last;
+        covered = keys[i].mod_revision <= rev && !(last && live.count({p.host, p.inc}));
       } else if (p.what == layout::parsed::kind::gone) {
         covered = keys[i].mod_revision <= rev;
       } else if (p.what == layout::parsed::kind::snap || p.what == layout::parsed::kind::snap_chunk) {

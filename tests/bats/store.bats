@@ -362,6 +362,11 @@ rounds() {
   printf 'X 99 1 ABORT scope=default name=f1 :forged\n' |
     ETCDCTL_API=3 etcdctl --endpoints="$ETCD_ENDPOINTS" put "$key" >/dev/null
   wait_for_match "$HOST_LOG" "store: $key not applied: a batch without a MAC" 10
+  # Nor does an end of host 0 forged by them withdraw its participant.
+  key="${STORE#etcd://*/}"
+  key="/$key/gone/$(uname -n):${STORE_PORT[0]}/$inc"
+  printf 'sm=1 pid=1 node=x addr=y' | ETCDCTL_API=3 etcdctl --endpoints="$ETCD_ENDPOINTS" put "$key" >/dev/null
+  wait_for_match "$HOST_LOG" "store: $key not applied: an end of a host without a MAC" 10
   still_running 0.3 w0
   run -0 env TFBARRIER_ADDR="$A_1" timeout 20 "$TFB" wait --name f1 --n 2 --rank 1
   expect_exits 0 w0

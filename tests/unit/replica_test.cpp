@@ -94,6 +94,20 @@ TEST(StoreBatches, AMacBindsTheLinesToTheirKey) {
   EXPECT_EQ(got.size(), 2u);
 }
 
+TEST(StoreGone, AnEndCarriesAMacWithASecret) {
+  std::string secret = "s", key = "/t/gone/h:1/5", presence = "sm=1 pid=2 node=n addr=a", got, error;
+  std::string sealed = seal_gone(key, presence, &secret);
+  ASSERT_TRUE(open_gone(key, sealed, &secret, got, error)) << error;
+  EXPECT_EQ(got, presence);
+  EXPECT_FALSE(open_gone("/t/gone/h:1/6", sealed, &secret, got, error));  // another incarnation's
+  EXPECT_FALSE(open_gone(key, presence, &secret, got, error));            // none
+  EXPECT_NE(error.find("MAC"), std::string::npos);
+  std::string other = "o";
+  EXPECT_FALSE(open_gone(key, sealed, &other, got, error));
+  ASSERT_TRUE(open_gone(key, seal_gone(key, presence, nullptr), nullptr, got, error));
+  EXPECT_EQ(got, presence);
+}
+
 TEST(StoreLayout, KeysParseBack) {
   layout l{"/tfb/job1"};
   auto p = l.parse(l.input("node1:7727", 42, 3));
@@ -105,6 +119,20 @@ TEST(StoreLayout, KeysParseBack) {
   EXPECT_EQ(l.parse("/tfb/job10/origin").what, layout::parsed::kind::other);
   EXPECT_EQ(l.parse("/tfb/job1/in/broken").what, layout::parsed::kind::other);
   EXPECT_EQ(host_key("a/b c", "7"), "a_b_c:7");
+  p = l.parse(l.gone("node1:7727", 42));
+  EXPECT_EQ(p.what, layout::parsed::kind::gone);
+  EXPECT_EQ(p.host, "node1:7727");
+  EXPECT_EQ(p.inc, 42);
+  p = l.parse(l.snap(0x1234));
+  EXPECT_EQ(p.what, layout::parsed::kind::snap);
+  EXPECT_EQ(p.inc, 0x1234);
+  p = l.parse(l.snap_chunk(0x1234, 3));
+  EXPECT_EQ(p.what, layout::parsed::kind::snap_chunk);
+  EXPECT_EQ(p.seq, 3u);
+  EXPECT_EQ(l.parse(l.input("h:1", 4, 0xab)).seq, 0xabu);
+  for (std::string_view bad : {"/tfb/job1/gone/h:1", "/tfb/job1/gone/h:1/x", "/tfb/job1/snap/12", "/tfb/job1/snap/0000000000000012/1",
+                               "/tfb/job1/in/h:1/4", "/tfb/job1/in/h:1/4/zz"})
+    EXPECT_EQ(l.parse(bad).what, layout::parsed::kind::other) << bad;
   EXPECT_EQ(prefix_end("/a/"), "/a0");
 }
 
