@@ -10,17 +10,17 @@ _tfbarrier_commands="serve wait decide abort status report config secret"
 
 # _tfbarrier_options COMMAND: the options COMMAND takes, long ones first.
 _tfbarrier_options() {
-  local client="--addr --store --scope --connect-timeout --quiet --secret-file --keepalive --insecure --help -q -h"
+  local client="--addr --scope --connect-timeout --quiet --secret-file --keepalive --insecure --help -q -h"
   case $1 in
     serve) echo "--listen --daemon --log --idle-exit --forget-after --quiet --state-dir --max-connections" \
       "--max-per-address --max-barriers --secret-file --no-munge --insecure --metrics --metrics-token-file" \
       "--metrics-textfile --history --history-file --store --store-lease --store-snapshot-every --store-ca --store-cert --store-key --help -q -h" ;;
     wait) echo "--name --n --rank --chief --timeout --progress $client" ;;
-    decide) echo "--name --message --no-wait --timeout --n --rank $client -m" ;;
-    abort) echo "--name --reason $client" ;;
-    status) echo "--name --json --all-scopes --watch $client" ;;
+    decide) echo "--name --message --no-wait --timeout --n --rank --store $client -m" ;;
+    abort) echo "--name --reason --store $client" ;;
+    status) echo "--name --json --all-scopes --watch --store $client" ;;
     report) echo "--name --last --file --json --csv --svg --all-scopes $client" ;;
-    config) echo "--n --rank --json $client" ;;
+    config) echo "--n --rank --json --store $client" ;;
     secret) echo "--file --force --help -h" ;;
   esac
 }

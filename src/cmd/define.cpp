@@ -121,10 +121,14 @@ void add_common(CLI::App* sub, common_typed& typed) {
   common_options& c = typed.options;
   common_typed& t = typed;
   sub->add_option("--addr", c.addr, "Host address HOST:PORT (env TFBARRIER_ADDR; default: from the launcher, else 127.0.0.1 and your own port, 30000 + uid % 2768)");
-  sub->add_option("--store", c.store,
-                  "Use the barriers of this store (env TFBARRIER_STORE), through this machine's own host of it, "
-                  "started if need be: from a login node, for example (docs/store.md)")
-      ->type_name("etcd://HOST:PORT[,HOST:PORT...][/PREFIX]");
+  // Not wait's, which reads TFBARRIER_STORE only: one CLI11 option more cost
+  // wait's start-up 2.5% of its instructions (bench/startup-cost.sh).
+  const std::string& name = sub->get_name();
+  if (name == "status" || name == "decide" || name == "abort" || name == "config")
+    sub->add_option("--store", c.store,
+                    "Use the barriers of this store (env TFBARRIER_STORE), through this machine's own host of it, "
+                    "started if need be: from a login node, for example (docs/store.md)")
+        ->type_name("etcd://HOST:PORT[,HOST:PORT...][/PREFIX]");
   sub->add_option("--scope", c.scope, "Barrier namespace (env TFBARRIER_SCOPE; default: the Slurm job and attempt, else 'default')")
       ->check(scope_validator());
   sub->add_option("--connect-timeout", t.connect_timeout,
