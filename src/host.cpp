@@ -1241,7 +1241,9 @@ awaitable<void> server::idle_loop() {
     idle_timer_.expires_after(std::max<duration>(*opts_.idle_exit / 10, 100ms));
     co_await idle_timer_.async_wait(asio::redirect_error(use_awaitable, ec));
     if (ec || stopping_) break;
-    if (state_.active()) {
+    // With a store the barriers are everyone's: this host is idle when none
+    // of its own connections is open (a login node's door leaves, though the job goes on).
+    if (link_ ? !sessions_.empty() : state_.active()) {
       last_active_ = now();
       continue;
     }

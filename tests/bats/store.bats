@@ -347,6 +347,17 @@ rounds() {
   stop_self_started "$log" "127.0.0.1:$login"
 }
 
+@test "with a store, a host is idle when none of its own connections is open, though the store's barriers are busy" {
+  store_host 0
+  store_host 1 --idle-exit 2s
+  on 0 w0 --name i1 --n 2 --rank 0
+  arrived_on 1 i1 1
+  wait_for_match "$HOST_LOG" "tfbarrier\[${STORE_PID[1]}\]: shutting down \(idle for 2s\)" 15
+  still_running 0.3 w0
+  on 0 w1 --name i1 --n 2 --rank 1
+  expect_exits 0 w0 w1
+}
+
 @test "with a secret, a batch forged in etcd by someone without it is not applied: the participants do not see its abort" {
   "$TFB" secret --file "$BATS_TEST_TMPDIR/secret" >/dev/null
   export TFBARRIER_SECRET_FILE=$BATS_TEST_TMPDIR/secret
