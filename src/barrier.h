@@ -97,6 +97,8 @@ class barrier_set {
   /// Replaces the state with a dump's; false (and nothing changed) with error
   /// when the text is not a whole, consistent dump.
   bool load(std::string_view text, std::string& error);
+  /// Whether every connection id in the state is below limit (a replica's next id).
+  bool connections_below(conn_id limit) const;
   /// Tells everyone waiting that the host shuts down; forgets them.
   void shutdown(std::string_view text, output& out);
 

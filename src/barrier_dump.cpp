@@ -280,8 +280,44 @@ bool barrier_set::load(std::string_view text, std::string& error) {
     if (!fresh.where_.emplace(c, location{k, gen, is_member}).second)
       return (error = "a connection that waits twice"), false;
   }
+  // The rules' invariants, which every state they make holds (state_dump_test):
+  // a text that breaks one would make rounds that never complete, or worse.
+  for (const auto& [k, bar] : fresh.barriers_) {
+    auto bad = [&](const round& rr, bool gathered) {
+      if (rr.n && (*rr.n == 0 || *rr.n > proto::max_n)) return true;
+      if (!rr.members.empty() && !rr.n) return true;
+      if (gathered ? (!rr.n || rr.members.size() != *rr.n || rr.gen >= bar.open.gen)
+                   : (rr.n && rr.members.size() >= *rr.n))
+        return true;
+      for (const auto& [c, m] : rr.members) {
+        if (m.rank && (!rr.n || *m.rank >= *rr.n)) return true;
+        auto w = fresh.where_.find(c);
+        if (m.connected && (w == fresh.where_.end() || w->second.gen != rr.gen || !w->second.member)) return true;
+      }
+      return false;
+    };
+    if (bad(bar.open, false) ||
+        std::any_of(bar.gathered.begin(), bar.gathered.end(), [&](const auto& g) { return bad(g.second, true); }))
+      return (error = fmt::format("an inconsistent round of barrier {}/{}", bar.scope, bar.name)), false;
+  }
   *this = std::move(fresh);
   // where_ points at the keys of barriers_: a moved std::map keeps its nodes, so they hold.
+  return true;
+}
+
+bool barrier_set::connections_below(conn_id limit) const {
+  auto below = [&](conn_id c) { return c < limit; };
+  for (const auto& [c, loc] : where_)
+    if (!below(c)) return false;
+  for (const auto& [k, b] : barriers_) {
+    auto round_ok = [&](const round& r) {
+      return std::all_of(r.members.begin(), r.members.end(), [&](const auto& m) { return below(m.first); }) &&
+             std::all_of(r.deciders.begin(), r.deciders.end(), below);
+    };
+    if (!round_ok(b.open) ||
+        !std::all_of(b.gathered.begin(), b.gathered.end(), [&](const auto& g) { return round_ok(g.second); }))
+      return false;
+  }
   return true;
 }
 

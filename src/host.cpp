@@ -507,7 +507,7 @@ class server {
 
  private:
   /// Replies of inputs applied from the store: to this host's own connections.
-  void deliver(output& out);
+  void deliver(output& out, bool replayed = false);
   std::unique_ptr<store::link> link_;
   std::unique_ptr<store::link_door> link_door_;
   std::unique_ptr<store::replica> replica_;
@@ -519,6 +519,7 @@ class server {
   std::int64_t applied_rev_ = 0;     ///< the store's revision applied up to
   std::size_t since_snapshot_ = 0;   ///< batches applied since the last snapshot
   bool snapshot_pending_ = false;
+  std::int64_t replayed_upto_ = 0;   ///< starting over: events up to here were applied once already
   int exit_status_ = 0;
   // ---- end of the store
   std::unordered_map<conn_id, std::shared_ptr<session>> sessions_;
@@ -939,7 +940,7 @@ void server::on_store_events(const std::vector<store::event>& evs) {
       if (inc != 0) link_->mark_gone(k.host, inc, ev.prev.value);
       if (k.host == self_key_ && inc == replica_->incarnation())
         on_fenced("this host's presence in the store was deleted (its lease expired)");
-    } else if (k.what == kind::gone && put && ev.now.version == 1) {
+    } else if (k.what == kind::gone && put) {  // (written over when a forged one was there first)
       std::string presence, error;
       if (!store::open_gone(ev.now.key, ev.now.value, store_secret_ ? &*store_secret_ : nullptr, presence, error)) {
         log(fmt::format("warning: store: {} not applied: {}", ev.now.key, error));
@@ -948,13 +949,13 @@ void server::on_store_events(const std::vector<store::event>& evs) {
       event(fmt::format("store: host {} left (incarnation {}); its participants of open rounds are withdrawn", k.host,
                         k.inc));
       replica_->host_down(k.host, k.inc, out);
-      deliver(out);
+      deliver(out, ev.now.mod_revision <= replayed_upto_);
     } else if (k.what == kind::input && put && ev.now.version == 1) {
       std::string error;
       if (!replica_->apply_batch(k.host, k.inc, ev.now.key, ev.now.value, store_secret_ ? &*store_secret_ : nullptr,
                                  out, error))
         log(fmt::format("warning: store: {} not applied: {}", ev.now.key, error));
-      deliver(out);
+      deliver(out, ev.now.mod_revision <= replayed_upto_);
       ++since_snapshot_;
     } else if (k.what == kind::snap && put) {
       since_snapshot_ = 0;  // a snapshot was taken (by the host whose turn it is)
@@ -977,7 +978,7 @@ void server::check_caught_up() {
 void server::maybe_snapshot() {
   if (snapshot_pending_ || since_snapshot_ < opts_.store_snapshot_every || replica_->incarnation() == 0) return;
   const auto& incs = replica_->incarnations();
-  if (incs.empty() || incs.begin()->first != self_key_ || incs.begin()->second != replica_->incarnation()) return;
+  if (incs.empty() || incs.begin()->first != self_key_ || !replica_->present(self_key_, replica_->incarnation())) return;
   snapshot_pending_ = true;
   since_snapshot_ = 0;
   link_->write_snapshot(applied_rev_, replica_->dump());
@@ -1011,9 +1012,11 @@ void server::on_catch_up(store::link::catch_up cu) {
   if (!cu.snapshot.empty())
     log(fmt::format("store: started from the snapshot at revision {}, then {} events up to revision {}", cu.snap_rev,
                     cu.events.size(), cu.revision));
+  replayed_upto_ = cu.again ? applied_rev_ : 0;
   applied_rev_ = cu.snap_rev;
   since_snapshot_ = 0;
   on_store_events(cu.events);
+  replayed_upto_ = 0;
   applied_rev_ = std::max(applied_rev_, cu.revision);
   // Hosts present in the state whose presence is gone, with nobody left to
   // say so (every host was down): mark their end now.
@@ -1028,7 +1031,12 @@ void server::on_catch_up(store::link::catch_up cu) {
   }
 }
 
-void server::deliver(output& out) {
+void server::deliver(output& out, bool replayed) {
+  if (replayed) {  // applied here once already, before a catch-up started over: not logged or counted twice
+    out.log.clear();
+    out.rounds.clear();
+    out.ended.clear();
+  }
   for (auto& line : out.log) event(line);
   out.log.clear();
   if (!out.rounds.empty()) note_rounds(out);

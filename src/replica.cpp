@@ -301,16 +301,12 @@ void replica::forget(conn_id rid) {
 
 void replica::host_up(const std::string& h, std::int64_t inc, const presence& p) {
   hosts_[h] = p;
-  incs_[h] = inc;
+  incs_.emplace(h, inc);
 }
 
 void replica::host_down(const std::string& h, std::int64_t inc, output& out) {
-  auto hi = incs_.find(h);
-  if (inc == 0 && hi != incs_.end()) inc = hi->second;  // the event came without the key's past: the one known
-  if (hi != incs_.end() && hi->second == inc) {
-    hosts_.erase(h);
-    incs_.erase(hi);
-  }
+  incs_.erase({h, inc});
+  if (incarnation_of(h) == 0) hosts_.erase(h);
   // Every participant that came through (h, inc): lost with that host. A
   // participant that came back through a newer incarnation is someone else.
   std::size_t from = out.sends.size();
@@ -330,8 +326,7 @@ bool replica::apply_batch(const std::string& h, std::int64_t inc, std::string_vi
   std::vector<door_input> inputs(lines.size());
   for (std::size_t i = 0; i < lines.size(); ++i)
     if (!decode(lines[i], inputs[i], error)) return false;
-  auto known = incs_.find(h);
-  if (known == incs_.end() || known->second != inc) {
+  if (!present(h, inc)) {
     // Written by an incarnation that has gone (a batch that raced its host's
     // lease): its participants were withdrawn, and it is fenced. Ignored.
     error = fmt::format("a batch of {} incarnation {}, which is not present", h, inc);
@@ -377,10 +372,9 @@ std::string replica::dump() const {
   std::string out;
   text_state::writer w(out);
   w.word("replica").num(state_machine_version).num(next_).num(last_now_).end();
-  for (const auto& [h, inc] : incs_) {
-    auto p = hosts_.find(h);
-    w.word("host").str(h).num(inc).str(p == hosts_.end() ? std::string() : p->second.format()).end();
-  }
+  // The incarnations only: what a presence says (pid, address) is for this
+  // host's display, and a host that caught up may know less of it.
+  for (const auto& [h, inc] : incs_) w.word("host").str(h).num(inc).end();
   std::vector<std::pair<conn_id, const gid*>> ids;
   ids.reserve(ids_.size());
   for (const auto& [g, rid] : ids_) ids.emplace_back(rid, &g);
@@ -391,8 +385,7 @@ std::string replica::dump() const {
 }
 
 bool replica::load(std::string_view text, std::string& error) {
-  std::map<std::string, presence> hosts;
-  std::map<std::string, std::int64_t> incs;
+  std::set<std::pair<std::string, std::int64_t>> incs;
   std::map<gid, conn_id> ids;
   std::unordered_map<conn_id, gid> back;
   conn_id next = 0;
@@ -423,18 +416,18 @@ bool replica::load(std::string_view text, std::string& error) {
       continue;
     }
     if (kind == "host") {
-      std::string h, p;
+      std::string h;
       std::int64_t inc = 0;
-      presence pr;
-      if (!r.str(h) || !r.num(inc) || !r.str(p) || !r.at_end() || (!p.empty() && !presence::parse(p, pr)))
+      if (!r.str(h) || !r.num(inc) || !r.at_end() || inc <= 0 || !incs.emplace(h, inc).second)
         return fail("a malformed host");
-      incs[h] = inc;
-      if (!p.empty()) hosts[h] = pr;
     } else if (kind == "id") {
       conn_id rid = 0;
       gid g;
-      if (!r.num(rid) || !r.str(g.host) || !r.num(g.inc) || !r.num(g.c) || !r.at_end() || rid >= next)
+      if (!r.num(rid) || !r.str(g.host) || !r.num(g.inc) || !r.num(g.c) || !r.at_end() || rid == 0 || rid >= next)
         return fail("a malformed identity");
+      // Identities of an incarnation go with it (host_down), so each names one that is present.
+      if (incs.count({g.host, g.inc}) == 0)
+        return fail("an identity of an incarnation that is not present");
       if (!ids.emplace(g, rid).second || !back.emplace(rid, g).second) return fail("an identity twice");
     } else if (kind == "state" && r.at_end()) {
       state_at = text.size() - rest.size();
@@ -446,9 +439,13 @@ bool replica::load(std::string_view text, std::string& error) {
   if (state_at == std::string_view::npos) return fail("no state");
   barrier_set loaded;
   if (!loaded.load(text.substr(state_at), error)) return false;
+  if (!loaded.connections_below(next)) return fail("a connection the identities have not reached");
   loaded.limit(state_.max_barriers(), state_.keep_recent());
   state_ = std::move(loaded);
-  hosts_ = std::move(hosts);
+  std::erase_if(hosts_, [&](const auto& h) {  // display only: what is known
+    auto it = incs.lower_bound({h.first, 0});
+    return it == incs.end() || it->first != h.first;
+  });
   incs_ = std::move(incs);
   ids_ = std::move(ids);
   back_ = std::move(back);

@@ -15,6 +15,7 @@
 // and a withdrawal takes the time of the last input applied.
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -99,11 +100,18 @@ class replica {
   /// incarnation stay); false with error, and nothing changed, when it is not one.
   bool load(std::string_view text, std::string& error);
   /// The incarnation of host h that is present here (0: none).
+  /// The newest incarnation of host h that is present here (0: none).
   std::int64_t incarnation_of(const std::string& h) const {
-    auto it = incs_.find(h);
-    return it == incs_.end() ? 0 : it->second;
+    auto it = incs_.lower_bound({h + '\0', 0});  // just past h's
+    if (it == incs_.begin()) return 0;
+    --it;
+    return it->first == h ? it->second : 0;
   }
-  const std::map<std::string, std::int64_t>& incarnations() const { return incs_; }
+  bool present(const std::string& h, std::int64_t inc) const { return incs_.count({h, inc}) != 0; }
+  /// Every incarnation present, by host and then incarnation. A host that
+  /// came back may have two for a while: the old one's end is a key of its
+  /// own, written after the new one registered.
+  const std::set<std::pair<std::string, std::int64_t>>& incarnations() const { return incs_; }
 
   /// A host registered (its presence key was created at revision inc).
   void host_up(const std::string& h, std::int64_t inc, const presence& p);
@@ -143,7 +151,7 @@ class replica {
   std::int64_t self_inc_ = 0;
   barrier_set& state_;
   std::map<std::string, presence> hosts_;  // live hosts, by key name
-  std::map<std::string, std::int64_t> incs_;
+  std::set<std::pair<std::string, std::int64_t>> incs_;
   std::map<gid, conn_id> ids_;
   std::unordered_map<conn_id, gid> back_;
   conn_id next_ = 1;

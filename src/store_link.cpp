@@ -369,7 +369,11 @@ bool link::read_catch_up(client& c, catch_up& out, std::string& error) {
     if (p.what == layout::parsed::kind::snap) markers[p.inc] = &k;
     if (p.what == layout::parsed::kind::snap_chunk) chunks[p.inc].push_back(&k);  // in key order: by index
   }
-  for (auto it = markers.rbegin(); it != markers.rend() && out.snapshot.empty(); ++it) {
+  // The newest only: the keys it covers are gone, so an older one would not
+  // do. A marker is written after its chunks, so one that is not whole (or
+  // whose MAC is wrong) was written by someone else: refuse to go on.
+  if (!markers.empty()) {
+    auto it = std::prev(markers.end());
     std::int64_t rev = it->first;
     std::size_t count = 0, bytes = 0;
     std::string mac;
@@ -384,11 +388,18 @@ bool link::read_catch_up(client& c, catch_up& out, std::string& error) {
       text += parts[i]->value;
     }
     ok = ok && text.size() == bytes;
-    if (ok && s_.secret && !auth::equal(mac, auth::hmac_hex(*s_.secret, it->second->key + "\n" + text))) {
-      log(fmt::format("warning: store: the snapshot {} has no MAC of this job's secret; ignored", it->second->key));
-      continue;
+    if (!ok) {
+      error = fmt::format("the newest snapshot {} is not whole (its chunks or size do not match its marker); it was "
+                          "not written by a host of this store: check who else writes under {}",
+                          it->second->key, s_.keys.prefix);
+      return false;
     }
-    if (!ok) continue;  // not whole (its writer died while writing it): an older one
+    if (s_.secret && !auth::equal(mac, auth::hmac_hex(*s_.secret, it->second->key + "\n" + text))) {
+      error = fmt::format("the newest snapshot {} does not carry this job's MAC: it was written by someone without "
+                          "the job's secret (or the hosts have different secrets)",
+                          it->second->key);
+      return false;
+    }
     out.snapshot = std::move(text);
     out.snap_rev = rev;
   }
@@ -433,12 +444,13 @@ bool link::read_catch_up(client& c, catch_up& out, std::string& error) {
 void link::watcher_loop() {
   const std::string from = s_.keys.prefix + "/";
   bool need_catch_up = true, again = false;
+  unsigned failures = 0;
   while (!stopping_) {
     std::string error;
     if (need_catch_up) {
       auto cu = std::make_shared<catch_up>();
       if (!read_catch_up(*watcher_c_, *cu, error)) {
-        log(fmt::format("warning: cannot read the store to catch up, retrying: {}", error));
+        if (failures++ % 50 == 0) log(fmt::format("warning: cannot catch up from the store, retrying: {}", error));
         if (!sleep_for(retry_every)) return;
         continue;
       }
@@ -466,10 +478,18 @@ void link::watcher_loop() {
   }
 }
 
+// Puts key once: true when it holds value now (written here, or by an
+// earlier attempt at the same snapshot). Another value there (a forgery, or
+// a snapshot at this revision from another state) is an error: nothing that
+// a snapshot would cover may be deleted on its strength.
 bool link::put_once(client& c, const std::string& key, const std::string& value, std::string& error) {
   compare fresh{compare::target::version, compare::op::equal, key, 0, {}};
   txn_result r;
-  return c.txn({fresh}, {op{op::type::put, key, value, {}, 0}}, {}, r, error);
+  if (!c.txn({fresh}, {op{op::type::put, key, value, {}, 0}}, {op{op::type::range, key, {}, {}, 0}}, r, error))
+    return false;
+  if (r.succeeded || (!r.ranges.empty() && !r.ranges[0].empty() && r.ranges[0][0].value == value)) return true;
+  error = key + " exists already with another value (written by someone else?)";
+  return false;
 }
 
 bool link::store_snapshot(client& c, std::int64_t rev, const std::string& text, std::string& error) {
@@ -542,16 +562,49 @@ void link::check_alarms(client& c) {
   nospace_ = nospace;
 }
 
+// One attempt at a host's end: true when it is written (by us or by
+// another). Fenced on this host's presence: a host that was cut off marks
+// nothing until it has registered again (then it may be the only one left to).
+// An end there already that does not carry this job's MAC is someone else's
+// forgery: it is written over, or that host's participants would never go.
+bool link::write_gone(client& c, const chore& ch, std::string& error) {
+  std::string host = s_.keys.host(s_.self);
+  compare present{compare::target::create_revision, compare::op::equal, host, inc_, {}};
+  compare fresh{compare::target::version, compare::op::equal, ch.key, 0, {}};
+  txn_result r;
+  if (!c.txn({present, fresh}, {op{op::type::put, ch.key, ch.value, {}, 0}}, {op{op::type::range, ch.key, {}, {}, 0}},
+             r, error))
+    return false;
+  if (r.succeeded) return true;
+  if (r.ranges.empty() || r.ranges[0].empty()) {
+    error = "this host is not registered now (fenced)";
+    return false;
+  }
+  const kv& there = r.ranges[0][0];
+  std::string presence, why;
+  if (open_gone(there.key, there.value, s_.secret, presence, why)) return true;
+  compare same{compare::target::mod_revision, compare::op::equal, ch.key, there.mod_revision, {}};
+  txn_result w;
+  if (!c.txn({present, same}, {op{op::type::put, ch.key, ch.value, {}, 0}}, {}, w, error)) return false;
+  if (!w.succeeded) error = "the end key changed while it was written over";
+  return w.succeeded;
+}
+
 void link::janitor_loop() {
   auto next_check = std::chrono::steady_clock::now();
+  auto next_try = next_check;
+  unsigned failures = 0;
   for (;;) {
     chore ch;
     bool have = false;
     {
       std::unique_lock lk(m_);
-      cv_.wait_until(lk, next_check, [&] { return stopping_ || !chores_.empty(); });
+      // A chore that failed waits its turn again, behind the alarm check: one
+      // end that cannot be written (NOSPACE, fenced) must not stop the rest.
+      cv_.wait_until(lk, std::min(next_check, std::max(next_try, std::chrono::steady_clock::now())),
+                     [&] { return stopping_ || (!chores_.empty() && std::chrono::steady_clock::now() >= next_try); });
       if (stopping_) return;
-      if (!chores_.empty()) {
+      if (!chores_.empty() && std::chrono::steady_clock::now() >= next_try) {
         ch = std::move(chores_.front());
         chores_.pop_front();
         have = true;
@@ -564,21 +617,14 @@ void link::janitor_loop() {
     if (!have) continue;
     std::string error;
     if (!ch.key.empty()) {
-      // Fenced on this host's presence: a host that was cut off marks
-      // nothing until it has registered again (then it may be the only one left to).
-      for (int attempt = 0; !stopping_; ++attempt) {
-        std::int64_t inc = inc_;
-        compare present{compare::target::create_revision, compare::op::equal, s_.keys.host(s_.self), inc, {}};
-        compare fresh{compare::target::version, compare::op::equal, ch.key, 0, {}};
-        txn_result r;
-        if (janitor_c_->txn({present, fresh}, {op{op::type::put, ch.key, ch.value, {}, 0}},
-                            {op{op::type::range, ch.key, {}, {}, 0}}, r, error)) {
-          if (r.succeeded || (!r.ranges.empty() && !r.ranges[0].empty())) break;  // written, by us or another
-        } else if (attempt == 0) {
-          log(fmt::format("warning: store: cannot write {}, retrying: {}", ch.key, error));
-        }
-        if (!sleep_for(retry_every)) return;
+      if (write_gone(*janitor_c_, ch, error)) {
+        failures = 0;
+        continue;
       }
+      if (failures++ % 50 == 0) log(fmt::format("warning: store: cannot write {} yet, retrying: {}", ch.key, error));
+      next_try = std::chrono::steady_clock::now() + retry_every;
+      std::lock_guard lk(m_);
+      chores_.push_back(std::move(ch));
       continue;
     }
     bool ok = store_snapshot(*janitor_c_, ch.snap_rev, ch.value, error);

@@ -107,6 +107,8 @@ class link {
   bool store_snapshot(client& c, std::int64_t rev, const std::string& text, std::string& error);
   void delete_covered(client& c, std::int64_t rev);
   void check_alarms(client& c);
+  struct chore;
+  bool write_gone(client& c, const chore& ch, std::string& error);
   /// Writes one batch; false when fenced (with why), retrying while etcd is unreachable.
   bool write_batch(client& c, const std::string& value, std::uint64_t seq, std::string& why);
   void log(const std::string& text) {
