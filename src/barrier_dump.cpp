@@ -282,7 +282,8 @@ bool barrier_set::load(std::string_view text, std::string& error) {
   }
   // The rules' invariants, which every state they make holds (state_dump_test):
   // a text that breaks one would make rounds that never complete, or worse.
-  for (const auto& [k, bar] : fresh.barriers_) {
+  for (const auto& entry : fresh.barriers_) {
+    const barrier& bar = entry.second;  // (a structured binding cannot be captured before C++20's clang 16)
     auto bad = [&](const round& rr, bool gathered) {
       if (rr.n && (*rr.n == 0 || *rr.n > proto::max_n)) return true;
       if (!rr.members.empty() && !rr.n) return true;

@@ -348,6 +348,11 @@ void replica::apply(const std::string& h, std::int64_t inc, const door_input& in
           last_now_ = std::max(last_now_, m.now);
           conn_id rid = replica_id(h, inc, m.c);
           if constexpr (std::is_same_v<T, input::arrive> || std::is_same_v<T, input::decide>) {
+            // One wait per connection: a host never sends a second ARRIVE or
+            // DECIDE on a connection that waits, so such a line is not one of
+            // a host's, and is dropped (everywhere alike). Applied, it would
+            // leave a member that no departure reaches (found by fuzz_store).
+            if (state_.is_waiting(rid)) return;
             state_.came_through(h);  // for status: the host each participant came through
             if constexpr (std::is_same_v<T, input::arrive>)
               state_.arrive(rid, m.req, m.peer, m.now, out);

@@ -285,6 +285,25 @@ TEST(StateDump, AHostBackBeforeItsOldEndIsWrittenDumpsBothIncarnations) {
   EXPECT_EQ(sa.status(proto::status_req{"job", "e", true}, 20).barriers.at(0).arrived, 0u);
 }
 
+TEST(StateDump, ASecondArrivalOnAWaitingConnectionIsDroppedSoTheStateStaysWhole) {
+  // fuzz_store: one connection arriving at two barriers left a member that
+  // its host's end could not withdraw, and a snapshot of it would not load.
+  barrier_set s;
+  store::replica r("A:1", s);
+  store::presence p{store::state_machine_version, "n", "x", 1};
+  r.host_up("A:1", 5, p);
+  std::string bytes =
+      "A 1 10 7 n0 ARRIVE name=e scope=j id=a n=2 rank=0\nA 1 11 8 n1 ARRIVE name=e scope=k id=b n=3 rank=1\n", error;
+  output out;
+  ASSERT_TRUE(r.apply_batch("A:1", 5, "k", bytes, nullptr, out, error)) << error;
+  EXPECT_EQ(s.status(proto::status_req{"k", "e", true}, 20).barriers.at(0).arrived, 0u);
+  r.host_down("A:1", 5, out);
+  EXPECT_EQ(s.status(proto::status_req{"j", "e", true}, 20).barriers.at(0).arrived, 0u);
+  barrier_set s2;
+  store::replica r2("B:1", s2);
+  ASSERT_TRUE(r2.load(r.dump(), error)) << error;
+}
+
 TEST(StateDump, AReplicaLoadedFromASnapshotRoutesAsTheOthers) {
   // Host A applies the log from the start; host C loads A's snapshot
   // halfway and applies the rest: both reach the same state, and C answers
