@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One "node" cut off from etcd (issue #20, docs/store.md), outside CI, as root.
 #
-#   bench/store-cut.sh [TFBARRIER_BIN]
+#   bench/store-cut.sh [TFBARRIER_BIN]      # KEEP=1: keep the hosts' logs
 #
 # Network namespaces of its own, all named fcut-* in 10.234.0.0/24 (never
 # tests/infra's tfb-* in 10.231.0.0/24): fcut-etcd holds a 3-member etcd
@@ -25,7 +25,6 @@ if ip netns list | grep -q '^fcut-'; then
   echo "store-cut: fcut-* namespaces exist already (another run?): $(ip netns list | grep '^fcut-' | cut -d' ' -f1 | tr '\n' ' ')" >&2
   exit 2
 fi
-NSS=(fcut-sw fcut-etcd fcut-n1 fcut-n2 fcut-n3)
 WORK=$(mktemp -d /tmp/fcut.XXXXXX)
 PIDS=()
 MADE=()
@@ -36,9 +35,9 @@ cleanup() {
     for _ in $(seq 30); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
     kill -9 "$p" 2>/dev/null || true
   done
-  [ -d "$WORK/etcd" ] && "$ETCD" stop "$WORK/etcd" || true
+  if [ -d "$WORK/etcd" ]; then "$ETCD" stop "$WORK/etcd" || true; fi
   for ns in "${MADE[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
-  rm -rf "$WORK"
+  if [ -n "${KEEP:-}" ]; then echo "store-cut: logs kept in $WORK" >&2; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -72,7 +71,8 @@ export HOME=$WORK/home TFBARRIER_KEEPALIVE=300ms
 mkdir -p "$HOME"
 declare -A ADDR HPID
 host() {  # host I: node I's host, on its own loopback (a port per node: the hosts share one uname)
-  local i=$1 out=$WORK/host$i.out
+  local i=$1
+  local out=$WORK/host$i.out
   : >"$out"
   ip netns exec "fcut-n$i" "$BIN" serve --listen "127.0.0.1:770$i" --store "$STORE" --store-lease "$LEASE" \
     >"$out" 2>>"$WORK/host$i.log" &
@@ -96,7 +96,7 @@ status_on() {  # status_on I NAME: status --json of NAME through node I's host
   ip netns exec "fcut-n$1" "$BIN" status --addr "${ADDR[$1]}" --name "$2" --json --connect-timeout 2s 2>/dev/null || true
 }
 until_status() {  # until_status I NAME PATTERN SECONDS: polls until status matches; prints the seconds taken
-  local s e
+  local s
   s=$(date +%s.%N)
   for _ in $(seq $(($4 * 10))); do
     if status_on "$1" "$2" | grep -q "$3"; then echo "$(date +%s.%N) - $s" | bc; return 0; fi

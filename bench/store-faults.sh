@@ -20,7 +20,7 @@ ROUNDS=${2:-200}
 rc=0
 echo "== fault harness, store mode: $ROUNDS rounds"
 /usr/bin/python3 "$HERE/../tests/faults/harness.py" --store --bin "$BIN" --rounds "$ROUNDS" \
-  --budget "$((ROUNDS * 3))" ${SEED:+--seed "$SEED"} || rc=$?
+  --budget "$((ROUNDS * 3))" --auth secret ${SEED:+--seed "$SEED"} || rc=$?
 if [ "$(id -u)" -eq 0 ]; then
   echo "== one node cut off from etcd"
   "$HERE/store-cut.sh" "$BIN" || rc=$?
