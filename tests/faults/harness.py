@@ -1027,6 +1027,12 @@ def summarize(h, violations, elapsed):
                                    sum(1 for r in h.rounds if r["name"] != "b%d" % r["index"])),
         "faults injected: %d (%s)" % (sum(by_fault.values()),
                                       ", ".join("%s %d" % (k, v) for k, v in sorted(by_fault.items()))),
+    ] + ([
+        "store faults: host_stop past the lease %d of %d; etcd members restarted %d (leader kills %d, rolling %d x 3)" % (
+            sum(1 for f in h.global_faults if f["kind"] == "host_stop" and "past its lease" in f["detail"]),
+            by_fault.get("host_stop", 0), by_fault.get("etcd_leader_kill", 0) + 3 * by_fault.get("etcd_rolling", 0),
+            by_fault.get("etcd_leader_kill", 0), by_fault.get("etcd_rolling", 0))
+    ] if getattr(h, "store", None) else []) + [
         "exit codes: %s" % "; ".join("%s %s" % (role, " ".join("%s:%d" % kv for kv in sorted(c.items())))
                                      for role, c in sorted(codes.items())),
         "rounds completed (every rank released): %d/%d" % (complete, len(h.rounds)),
