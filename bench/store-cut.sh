@@ -12,7 +12,8 @@
 # the other hosts, the others' rounds go on, and when the link returns node 3's
 # host is fenced, registers again and its participant arrives again; the round
 # then completes. Prints what happened, with times. Everything it made is
-# removed on exit (a trap), by name and PID.
+# removed on exit (a trap), by name and PID, with the guard route
+# (unreachable 10.234.0.0/24 in the root namespace) it adds first.
 set -euo pipefail
 BIN=${1:-${TFBARRIER_BIN:-$PWD/build/test/tfbarrier}}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -25,9 +26,14 @@ if ip netns list | grep -q '^fcut-'; then
   echo "store-cut: fcut-* namespaces exist already (another run?): $(ip netns list | grep '^fcut-' | cut -d' ' -f1 | tr '\n' ' ')" >&2
   exit 2
 fi
+if [ -n "$(ip route show root 10.234.0.0/24)" ]; then
+  echo "store-cut: a route covers 10.234.0.0/24 already (another run?): $(ip route show root 10.234.0.0/24)" >&2
+  exit 2
+fi
 WORK=$(mktemp -d /tmp/fcut.XXXXXX)
 PIDS=()
 MADE=()
+GUARD=
 cleanup() {
   local p ns
   for p in "${PIDS[@]}"; do kill -CONT "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done
@@ -37,6 +43,7 @@ cleanup() {
   done
   if [ -d "$WORK/etcd" ]; then "$ETCD" stop "$WORK/etcd" || true; fi
   for ns in "${MADE[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
+  if [ -n "$GUARD" ]; then ip route del unreachable 10.234.0.0/24 2>/dev/null || true; fi
   if [ -n "${KEEP:-}" ]; then echo "store-cut: logs kept in $WORK" >&2; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
@@ -45,6 +52,9 @@ trap 'exit 130' INT TERM
 t0=$(date +%s.%N)
 say() { printf '[%6.2f s] %s\n' "$(echo "$(date +%s.%N) - $t0" | bc)" "$*"; }
 
+# The guard first (as tests/infra/netns-up.sh does for its range): a command that
+# forgets its namespace fails at once instead of sending traffic off the machine.
+ip route add unreachable 10.234.0.0/24 && GUARD=1
 ip netns add fcut-sw; MADE+=(fcut-sw)
 ip -n fcut-sw link add br0 type bridge
 ip -n fcut-sw link set br0 up
