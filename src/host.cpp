@@ -913,7 +913,7 @@ bool server::open_store(std::string& error) {
     link_.reset();
     return false;
   }
-  link_door_ = std::make_unique<store::link_door>(*link_, [this](conn_id c) { return replica_->waiting_here(c); });
+  link_door_ = std::make_unique<store::link_door>(*link_);
   door_ = link_door_.get();
   return true;
 }

@@ -147,18 +147,19 @@ namespace tfb::store {
 /// not shared: the host tells its own participants itself.
 class link_door final : public door {
  public:
-  /// waiting(c): whether this host's connection c waits in the shared barriers.
-  link_door(link& l, std::function<bool(conn_id)> waiting) : link_(l), waiting_(std::move(waiting)) {}
+  explicit link_door(link& l) : link_(l) {}
   bool submit(const door_input& in, output&, std::string&) override {
     if (const auto* a = std::get_if<input::arrive>(&in)) joined_.insert(a->c);
     if (const auto* d = std::get_if<input::decide>(&in)) joined_.insert(d->c);
     if (const auto* l = std::get_if<input::leave>(&in); l && l->how != departure::left) {
-      // A connection that never arrived or decided (STATUS, PING), or whose
-      // round released, leaves nothing to withdraw: not worth an etcd write
-      // for each `tfbarrier status`, nor one per participant after a release.
-      // (Should this replica lag, the write comes after the release in the
-      // log, where it changes nothing.)
-      if (joined_.erase(l->c) == 0 || !waiting_(l->c)) return true;
+      // A connection that never arrived or decided (STATUS, PING) leaves
+      // nothing to withdraw: not worth an etcd write for each `tfbarrier
+      // status`. One that did is always written, even when this replica
+      // shows it no longer waiting: its ARRIVE may not be applied yet (still
+      // being written, or not back from the watch), and without the
+      // departure after it the dead participant would count for good.
+      // After a release the departure changes nothing.
+      if (joined_.erase(l->c) == 0) return true;
     }
     std::string line = encode(in);
     if (!line.empty()) link_.write(std::move(line));
@@ -167,7 +168,6 @@ class link_door final : public door {
 
  private:
   link& link_;
-  std::function<bool(conn_id)> waiting_;
   std::unordered_set<conn_id> joined_;  ///< this host's connections that arrived or decided
 };
 

@@ -205,6 +205,58 @@ warnings=[]"
   done
 }
 
+@test "a store: a node's host killed mid-run is named as lost with its node, and the run goes on once it is back" {
+  # issue #20: node2's host is killed (kill -9) while node2's task waits at e2.
+  # The task's wait loses its connection, finds no host on its node and starts
+  # one (as the node's first participant did); the new host ends the killed
+  # one's presence, so every host names rank 1 lost with node2's host, and the
+  # task arrives again through the new host. The run then goes on.
+  ETCD_DIR=$BATS_TEST_TMPDIR/etcd
+  ETCD_ADDRS="10.231.0.1 10.231.0.2 10.231.0.3" ETCD_NETNS="tfb-node1 tfb-node2 tfb-node3" \
+    "$BATS_TEST_DIRNAME/../tools/etcd-cluster" start "$ETCD_DIR" 3 >/dev/null
+  export TFBARRIER_STORE="etcd://10.231.0.1:2379,10.231.0.2:2379,10.231.0.3:2379/slurm-kill-$$"
+  export TFBARRIER_STORE_LEASE=2s
+  # Rank 0 (node1) holds e2 until the test says go.
+  # shellcheck disable=SC2016  # expanded by the tasks' bash
+  task='set -u
+    "$TFB" wait --name e1 --timeout 60s && echo "$SLURM_JOB_ID" >"job-$SLURM_PROCID" || exit
+    if [ "$SLURM_PROCID" -eq 0 ]; then while [ ! -e go ]; do sleep 0.1; done; fi
+    "$TFB" wait --name e2 --timeout 60s && "$TFB" wait --name e3 --timeout 60s &&
+      echo "rank $SLURM_PROCID node $SLURMD_NODENAME done"'
+  timeout -k 5 90 "$INFRA/slurm-client.sh" srun -N3 -n3 --ntasks-per-node=1 bash -c "$task" >srun.out 2>srun.err 3>&- &
+  BG_PIDS+=($!)
+  for _ in $(seq 300); do [ -e job-0 ] && break; sleep 0.1; done
+  jid=$(cat job-0)
+  port=$(port_of "$jid")
+  log1=$HOME/.tfbarrier/serve-node1-$jid.log log2=$HOME/.tfbarrier/serve-node2-$jid.log
+  arrived_e2() {
+    for _ in $(seq 200); do
+      ip netns exec tfb-node1 "$TFB" status --addr "127.0.0.1:$port" --scope "slurm-$jid.0" --name e2 --json \
+        2>/dev/null | grep -q '"arrived": 2,' && return 0
+      sleep 0.1
+    done
+    return 1
+  }
+  arrived_e2
+  pid=$(self_started_pids "$log2")
+  [ -n "$pid" ]
+  kill -9 "$pid"
+  # Named lost, with node2's host, on node1's host; rank 1 back through node2's new host.
+  wait_for_match "$log1" "store: host node2:$port left \\(incarnation [0-9]+\\); its participants of open rounds are withdrawn" 15
+  wait_for_match "$log1" "leave slurm-$jid.0/e2#1: rank 1 \\(.*\\) withdrew \\(lost\\), 1/3" 15
+  arrived_e2
+  run -0 grep -c "listening on 127.0.0.1:$port .*store etcd://" "$log2"
+  assert_output 2
+  run -0 grep -c "starting one here (log: $log2)" srun.err
+  assert_output 2
+  touch go
+  wait "${BG_PIDS[0]}" || { cat srun.out srun.err; collect_logs; cat "$HOST_LOG"; false; }
+  BG_PIDS=()
+  run -0 sort srun.out
+  assert_output "$(printf 'rank %d node node%d done\n' 0 1 1 2 2 3)"
+  run -0 grep -c "release slurm-$jid.0/e3#1: 3 participants" "$log1"
+}
+
 @test "two jobs on one node get their own port, scope and host, and do not collide" {
   # Both jobs run on node2, each with two tasks that meet at the same barrier name.
   # shellcheck disable=SC2016  # expanded by the tasks' bash

@@ -402,3 +402,24 @@ rounds() {
   run -0 env TFBARRIER_ADDR="$A_1" timeout 20 "$TFB" wait --name f1 --n 2 --rank 1
   expect_exits 0 w0
 }
+
+@test "a participant killed while its arrival is still on its way to etcd is withdrawn: the others are not released with it" {
+  # Its host wrote the ARRIVE (etcd stalled: the write waits), then saw the
+  # connection close before the ARRIVE came back applied: the departure must
+  # still be written after it, or the dead process counts as present for good.
+  three_hosts
+  local f pids=()
+  for f in "$ETCD_DIR"/m*.pid; do pids+=("$(cat "$f")"); done
+  kill -STOP "${pids[@]}"
+  on 0 w0 --name k1 --n 2 --rank 0
+  sleep 0.5
+  local w
+  w=$(pgrep -P "${PID_OF[w0]}")  # the wait under spawn's timeout (env execs it)
+  [ -n "$w" ]
+  kill -9 "$w"
+  sleep 0.3
+  kill -CONT "${pids[@]}"
+  run -124 env TFBARRIER_ADDR="$A_1" timeout 20 "$TFB" wait --name k1 --n 2 --rank 1 --timeout 3s
+  assert_output --partial "1/2 arrived"
+  assert_output --partial "left: rank 0 disconnected"
+}

@@ -4,6 +4,19 @@ real TCP, with faults injected while they wait, and the safety rules checked
 from what every process did.
 
     /usr/bin/python3 tests/faults/harness.py [--rounds 40] [--budget 60] [--seed S]
+    /usr/bin/python3 tests/faults/harness.py --store [--rounds 200] ...   # three hosts over etcd
+
+Store mode (--store, issue #20, docs/store.md): a real 3-member etcd
+(tests/tools/etcd-cluster, on loopback), three hosts `serve --store` sharing
+it (lease --store-lease, default 2s), and each rank of a round on one of the
+three hosts (a replacement on the same one). Everything on loopback. The global
+faults are then the store's:
+  store      host_kill          kill -9 one of the hosts, restart it on the same port 0.2-1.5 s later
+             host_stop          SIGSTOP one host for 0.3 s to lease + 2 s (past its lease: fenced), then SIGCONT
+             etcd_leader_kill   kill -9 etcd's leader, restart it 0.5-3 s later
+             etcd_rolling       restart the three etcd members one by one (kill -9, 0.3-1 s, restart, healthy)
+A death is hidden from the others until the fault that covered it ends plus
+the lease and its slack (a withdrawal is applied when the lease expires).
 
 Every participant is a real `tfbarrier wait` (or `decide`) process; the host is
 a real `tfbarrier serve --state-dir DIR`. As root the host runs in a network
@@ -262,8 +275,9 @@ class Proc:
 
 
 class Host:
-    def __init__(self, h):
+    def __init__(self, h, index=0):
         self.h = h
+        self.index = index
         self.proc = None
         self.addr = None
         self.incarnation = 0
@@ -271,6 +285,8 @@ class Host:
 
     def argv(self, listen):
         a = [self.h.bin, "serve", "--listen", listen]
+        if self.h.store:
+            a += ["--store", self.h.store, "--store-lease", self.h.args.store_lease]
         if self.h.state_dir:
             a += ["--state-dir", self.h.state_dir]
         if self.h.secret:
@@ -283,7 +299,7 @@ class Host:
         listen = self.addr or ("%s.254:0" % NS_NET if self.h.netns else "127.0.0.1:%d" % self.h.pick_port())
         for attempt in range(20):
             self.incarnation += 1
-            rec = {"id": "host-%d" % self.incarnation, "role": "host"}
+            rec = {"id": "host%s-%d" % (self.index if self.h.store else "", self.incarnation), "role": "host"}
             p = Proc(self.h, rec, self.argv(listen), self.h.env())
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline:
@@ -348,7 +364,10 @@ class Harness:
         self.home = os.path.join(self.workdir, "home")
         os.makedirs(self.home, exist_ok=True)
         self.netns = args.netns
-        self.state_dir = None if args.no_state_dir else os.path.join(self.workdir, "state")
+        self.state_dir = None if args.no_state_dir or args.store else os.path.join(self.workdir, "state")
+        self.store = None
+        self.etcd_dir = os.path.join(self.workdir, "etcd")
+        self.etcd_lock = threading.Lock()
         self.secret = None
         if args.auth == "secret":
             self.secret = os.path.join(self.workdir, "secret")
@@ -362,7 +381,9 @@ class Harness:
         self.global_faults = []  # {kind, start, end, detail}
         self.notes = []
         self.stop_faults = threading.Event()
-        self.host = Host(self)
+        self.hosts = [Host(self, i) for i in range(3 if args.store else 1)]
+        self.host = self.hosts[0]
+        self.lease = parse_duration(args.store_lease) if args.store else 0.0
         self.scope = "faults-%d" % args.seed
         self.netns_obj = None
         self.fault_state = {"links_down": set(), "rules": []}
@@ -426,8 +447,11 @@ class Harness:
 
     # ------------------------------------------------------------ one round
 
-    def common(self):
-        return ["--addr", self.host.addr, "--scope", self.scope, "-q"]
+    def common(self, host=0):
+        return ["--addr", self.hosts[host].addr, "--scope", self.scope, "-q"]
+
+    def pick_host(self, rng):
+        return rng.randrange(len(self.hosts))
 
     def node_ns(self):
         return "%s-p%d" % (NS_PREFIX, self.rng.randint(1, NS_NODES)) if self.netns else None
@@ -448,7 +472,7 @@ class Harness:
             faults += ["participant_kill", "participant_stop"]
         rnd = {"index": index, "name": name, "n": n, "mode": mode, "verdict": verdict, "message": message,
                "faults": faults, "procs": [], "live": [], "deciders_launched": 0, "pending": 0,
-               "start": self.now(), "ns": {}}
+               "start": self.now(), "ns": {}, "host": {}}
         with self.lock:
             self.rounds.append(rnd)
         cond = threading.Condition(self.lock)
@@ -461,12 +485,13 @@ class Harness:
 
         def launch(rank, role, replacement_of=None, attempt=0):
             ns = rnd["ns"].setdefault(rank, self.node_ns()) if rank is not None else self.node_ns()
+            host = rnd["host"].setdefault(rank, self.pick_host(rng))  # a replacement: the same host
             if role == "advance":
                 argv = [self.bin, "decide", verdict, "--name", name, "--no-wait", "--n", str(n), "--rank", "0",
-                        "-m", message] + self.common()
+                        "-m", message] + self.common(host)
             else:
                 argv = [self.bin, "wait", "--name", name, "--n", str(n), "--rank", str(rank),
-                        "--timeout", self.args.timeout] + self.common()
+                        "--timeout", self.args.timeout] + self.common(host)
                 if role == "chief":
                     argv.append("--chief")
             p = self.start_proc(rnd, rank, role, argv, ns)
@@ -500,7 +525,7 @@ class Harness:
                 if rnd["deciders_launched"]:
                     return
                 rnd["deciders_launched"] = 1
-            argv = [self.bin, "decide", verdict, "--name", name, "-m", message] + self.common()
+            argv = [self.bin, "decide", verdict, "--name", name, "-m", message] + self.common(self.pick_host(rng))
             if mode == "chief_nowait":
                 argv.append("--no-wait")
             if rng.random() < 0.5:
@@ -584,6 +609,8 @@ class Harness:
 
     def global_kinds(self):
         kinds = {"host_kill": 3, "host_stop": 3}
+        if self.store:
+            kinds.update({"etcd_leader_kill": 2, "etcd_rolling": 1})
         if self.netns:
             kinds.update({"link_down": 3, "drop": 2, "loss": 1})
         for k in self.args.no_fault or []:
@@ -605,15 +632,40 @@ class Harness:
                 self.global_faults.append({"kind": kind, "start": start, "end": self.now(), "detail": detail})
             self.note("fault %s %s (%.2f-%.2f)" % (kind, detail, start, self.now()))
 
+    def etcd(self, *args):
+        return run([os.path.join(REPO, "tests/tools/etcd-cluster")] + list(args) + [], check=True).stdout.strip()
+
     def global_fault(self, kind, rng):
+        host = rng.choice(self.hosts)
+        which = "host %d (%s) " % (host.index, host.addr) if self.store else ""
         if kind == "host_kill":
             down = rng.uniform(0.2, 1.5)
-            t = self.host.kill9_and_restart(down)
-            return "down %.2fs, then listening after %.2fs" % (down, t)
+            t = host.kill9_and_restart(down)
+            return "%sdown %.2fs, then listening after %.2fs" % (which, down, t)
         if kind == "host_stop":
-            length = rng.uniform(0.3, 2.5)
-            self.host.freeze(length)
-            return "frozen %.2fs" % length
+            length = rng.uniform(0.3, self.lease + 2.0 if self.store else 2.5)
+            host.freeze(length)
+            return "%sfrozen %.2fs%s" % (which, length, " (past its lease)" if self.store and length > self.lease
+                                         else "")
+        if kind == "etcd_leader_kill":
+            with self.etcd_lock:
+                leader = self.etcd("leader", self.etcd_dir)
+                down = rng.uniform(0.5, 3.0)
+                self.etcd("kill", self.etcd_dir, leader)
+                time.sleep(down)
+                self.etcd("restart", self.etcd_dir, leader)
+            return "etcd member %s (the leader) down %.2fs" % (leader, down)
+        if kind == "etcd_rolling":
+            parts = []
+            with self.etcd_lock:
+                for i in range(3):
+                    down = rng.uniform(0.3, 1.0)
+                    self.etcd("kill", self.etcd_dir, str(i))
+                    time.sleep(down)
+                    t = time.monotonic()
+                    self.etcd("restart", self.etcd_dir, str(i))
+                    parts.append("m%d down %.2fs, healthy after %.2fs" % (i, down, time.monotonic() - t))
+            return "etcd members restarted one by one: " + "; ".join(parts)
         if kind == "link_down":
             ns = rng.choice([NS_HOST] + ["%s-p%d" % (NS_PREFIX, i) for i in range(1, NS_NODES + 1)])
             length = rng.uniform(0.5, 2.5)
@@ -673,9 +725,21 @@ class Harness:
 
     # ------------------------------------------------------------ main loop
 
+    def start_store(self):
+        eps = self.etcd("start", self.etcd_dir, "3").splitlines()[-1]
+        self.store = "etcd://%s/faults-%d" % (eps.replace("http://", ""), self.args.seed)
+        self.note("etcd at %s" % eps)
+
+    def stop_store(self):
+        if os.path.isdir(self.etcd_dir):
+            run([os.path.join(REPO, "tests/tools/etcd-cluster"), "stop", self.etcd_dir], check=False)
+
     def run(self):
-        self.host.start()
-        self.note("host at %s" % self.host.addr)
+        if self.args.store:
+            self.start_store()
+        for host in self.hosts:
+            host.start()
+            self.note("host %d at %s" % (host.index, host.addr))
         self.stop_watchdog = threading.Event()
         threading.Thread(target=self.watchdog, daemon=True).start()
         faulter = threading.Thread(target=self.fault_loop, daemon=True)
@@ -717,7 +781,8 @@ class Harness:
         faulter.join()
         self.restore_network()
         self.stop_watchdog.set()
-        self.host_rc = self.host.stop()
+        self.host_rcs = [host.stop() for host in self.hosts]
+        self.host_rc = self.host_rcs[0]
 
     def kill_all(self):
         for p in self.procs:
@@ -735,6 +800,12 @@ def check(h):
     """Returns a list of violations (rule, round, text) from the record."""
     violations = []
     detect = 3 * h.ka + 0.5 + 0.3  # the host's silence window, plus scheduling slack
+    store = getattr(h, "store", None)
+    if store:
+        # A host killed, frozen or cut off from etcd: its participants count until its lease
+        # expires (etcd checks leases about every 0.5 s), and a leave written during an etcd
+        # fault is applied once a member answers (a client tries each endpoint in turn).
+        detect = max(detect, getattr(h, "lease", 2.0) + 2.5)
 
     def hidden_until(t):
         # A death at t may be hidden from the host until the last global fault
@@ -743,7 +814,7 @@ def check(h):
         # freeze's window stays hidden until the link is back (seed 871770664).
         until = t + 0.05
         for f in h.global_faults:
-            if f["kind"] == "host_kill":
+            if f["kind"] == "host_kill" and not store:
                 continue
             if f["start"] - 0.05 <= t <= f["end"] + detect:
                 until = max(until, f["end"] + detect)
@@ -945,7 +1016,8 @@ def summarize(h, violations, elapsed):
     verdict_rounds = [r for r in h.rounds if r["mode"] != "plain"]
     lines = [
         "tfbarrier fault harness: seed %d; %s; auth %s; state dir %s; keepalive %s, connect timeout %s, "
-        "timeout %s" % (h.args.seed, "host in %s, participants in %s-p1..%d (%s)" % (NS_HOST, NS_PREFIX, NS_NODES,
+        "timeout %s" % (h.args.seed, "store: 3 hosts over a 3-member etcd, loopback" if getattr(h, "store", None)
+                        else "host in %s, participants in %s-p1..%d (%s)" % (NS_HOST, NS_PREFIX, NS_NODES,
                                                                                     NS_SUBNET)
                         if h.netns else "loopback", h.args.auth, "yes" if h.state_dir else "NO", h.args.keepalive,
                         h.args.connect_timeout, h.args.timeout),
@@ -955,6 +1027,12 @@ def summarize(h, violations, elapsed):
                                    sum(1 for r in h.rounds if r["name"] != "b%d" % r["index"])),
         "faults injected: %d (%s)" % (sum(by_fault.values()),
                                       ", ".join("%s %d" % (k, v) for k, v in sorted(by_fault.items()))),
+    ] + ([
+        "store faults: host_stop past the lease %d of %d; etcd members restarted %d (leader kills %d, rolling %d x 3)" % (
+            sum(1 for f in h.global_faults if f["kind"] == "host_stop" and "past its lease" in f["detail"]),
+            by_fault.get("host_stop", 0), by_fault.get("etcd_leader_kill", 0) + 3 * by_fault.get("etcd_rolling", 0),
+            by_fault.get("etcd_leader_kill", 0), by_fault.get("etcd_rolling", 0))
+    ] if getattr(h, "store", None) else []) + [
         "exit codes: %s" % "; ".join("%s %s" % (role, " ".join("%s:%d" % kv for kv in sorted(c.items())))
                                      for role, c in sorted(codes.items())),
         "rounds completed (every rank released): %d/%d" % (complete, len(h.rounds)),
@@ -967,7 +1045,13 @@ def summarize(h, violations, elapsed):
         len(undelivered), " (%s)" % ", ".join(undelivered) if undelivered else ""))
     blocked = sum(len(r.get("decide_blocked", [])) for r in h.rounds)
     lines.append("waiting decides ended by the harness at their bound (decide has no --timeout): %d" % blocked)
-    lines.append("host: %d incarnations, final exit %s" % (h.host.incarnation, h.host_rc))
+    if getattr(h, "store", None):
+        lines.append("hosts: %s (store %s, lease %s)" % (
+            "; ".join("host %d: %d incarnations, final exit %s" % (x.index, x.incarnation, rc)
+                      for x, rc in zip(h.hosts, getattr(h, "host_rcs", [None] * len(h.hosts)))),
+            h.store, h.args.store_lease))
+    else:
+        lines.append("host: %d incarnations, final exit %s" % (h.host.incarnation, h.host_rc))
     lines.append("violations: %d (rule 1: %d, rule 2: %d, rule 3: %d, rule 4: %d)" % (
         len(violations), rules[1], rules[2], rules[3], rules[4]))
     for rule, name, text in violations[:50]:
@@ -996,6 +1080,9 @@ def main():
                     help="host and participants in network namespaces (auto: when root)")
     ap.add_argument("--auth", choices=["auto", "none", "secret"], default="auto",
                     help="shared-secret authentication (auto: with --netns)")
+    ap.add_argument("--store", action="store_true", help="three hosts sharing a real 3-member etcd "
+                    "(tests/tools/etcd-cluster); store faults (see above)")
+    ap.add_argument("--store-lease", default="2s", help="the hosts' --store-lease in store mode (default 2s)")
     ap.add_argument("--no-state-dir", action="store_true", help="run the host without --state-dir (shows what a "
                     "crash loses: expect violations)")
     ap.add_argument("--no-fault", action="append", metavar="KIND", help="leave out a global fault kind")
@@ -1018,6 +1105,8 @@ def main():
     if not os.access(args.bin, os.X_OK):
         print("harness: tfbarrier binary not found at %s (set --bin or TFBARRIER_BIN)" % args.bin, file=sys.stderr)
         return 2
+    if args.store:
+        args.netns = "off"  # the hosts and etcd on loopback (a node cut off: bench/store-faults.sh)
     if args.netns == "auto":
         args.netns = os.geteuid() == 0 and shutil.which("ip") is not None and shutil.which("iptables") is not None
     else:
@@ -1042,6 +1131,10 @@ def main():
     except RuntimeError as e:
         print("harness: setup error: %s" % e, file=sys.stderr)
         h.kill_all()
+        for host in h.hosts:
+            if host.proc and host.proc.alive():
+                host.stop()
+        h.stop_store()
         if h.netns_obj:
             h.netns_obj.down()
         return 2
@@ -1050,8 +1143,10 @@ def main():
         if h.netns_obj:
             h.restore_network()
         h.kill_all()
-        if h.host.proc and h.host.proc.alive():
-            h.host.stop()
+        for host in h.hosts:
+            if host.proc and host.proc.alive():
+                host.stop()
+        h.stop_store()
         if h.netns_obj:
             h.netns_obj.down()
     elapsed = time.monotonic() - start
