@@ -501,6 +501,8 @@ class server {
   /// Once this host has applied the store's log up to its own presence: accept.
   std::function<void()> on_caught_up;
   int exit_status() const { return exit_status_; }
+  /// After open_store failed: whether TLS refused this host (exit 77, not 69).
+  bool store_refused() const { return store_refused_; }
   void leave_store() {
     if (link_) link_->stop();
   }
@@ -515,7 +517,7 @@ class server {
   store::layout keys_;
   std::string self_key_;
   std::int64_t registering_ = 0;  ///< the incarnation registered, until its presence is applied
-  bool caught_up_ = false, refencing_ = false;
+  bool caught_up_ = false, refencing_ = false, store_refused_ = false;
   std::int64_t applied_rev_ = 0;     ///< the store's revision applied up to
   std::size_t since_snapshot_ = 0;   ///< batches applied since the last snapshot
   bool snapshot_pending_ = false;
@@ -874,6 +876,8 @@ bool server::open_store(std::string& error) {
   ls.client.ca = opts_.store_ca;
   ls.client.cert = opts_.store_cert;
   ls.client.key = opts_.store_key;
+  ls.client.cert_pem = opts_.store_cert_pem;
+  ls.client.key_pem = opts_.store_key_pem;
   ls.keys.prefix = at.prefix;
   keys_ = ls.keys;
   self_key_ = store::host_key(opts_.node, address_.substr(address_.rfind(':') + 1));
@@ -910,6 +914,7 @@ bool server::open_store(std::string& error) {
   link_ = std::make_unique<store::link>(std::move(ls), std::move(cb));
   if (!link_->start(error)) {
     error = fmt::format("cannot use the store {}: {}", *opts_.store, error);
+    store_refused_ = link_->refused_by_tls();
     link_.reset();
     return false;
   }
@@ -1460,7 +1465,7 @@ int run_host(const host_options& o, std::string& error) {
   if (!srv.open_history(error)) return 2;  // after listen: a host that lost the race for the port leaves it alone
   if (o.on_bound)
     if (int rc = o.on_bound(error); rc != 0) return rc;
-  if (!srv.open_store(error)) return exit_code::unreachable;
+  if (!srv.open_store(error)) return srv.store_refused() ? exit_code::auth : exit_code::unreachable;
   auto ready = [&] {
     srv.log(fmt::format("tfbarrier {} listening on {} (protocol {}, authentication: {}{})", tfb::version,
                         srv.address(), protocol_version,

@@ -33,6 +33,7 @@ struct host_options {
   /// A store shared by many hosts (docs/store.md): none, the default, keeps the barriers here.
   std::optional<std::string> store;  ///< etcd://H:P[,H:P...][/PREFIX], checked (store_link.h parse_store)
   std::string store_ca, store_cert, store_key;
+  std::string store_cert_pem, store_key_pem;  ///< their contents, read (the key checked) by serve at start
   duration store_lease = std::chrono::seconds(10);
   std::size_t store_snapshot_every = 1000;  ///< batches between snapshots
   std::string node;  ///< this machine's node name: the store names this host NODE:PORT

@@ -24,6 +24,9 @@ namespace tfb::store {
 struct client_config {
   std::vector<std::string> endpoints;
   std::string ca, cert, key;  ///< PEM files for TLS (empty: none); cert and key for client authentication
+  /// The contents of cert and key, read (and the key checked: read_tls_files)
+  /// once at start; when set, libcurl gets these, not the files' paths.
+  std::string cert_pem, key_pem;
   std::chrono::milliseconds timeout{5000};  ///< per request (not for watch, which lasts)
 };
 
@@ -94,6 +97,10 @@ class client {
                           const std::function<bool(const std::vector<event>&)>& on_events, std::string& error) = 0;
   /// Makes a blocked call of this client return soon (watch: cancelled; others: false). Thread-safe.
   virtual void cancel() = 0;
+  /// Whether the last call failed because TLS refused it at every endpoint
+  /// (etcd's certificate not trusted, or this client's refused or missing),
+  /// rather than because etcd was out of reach: authentication, not transport.
+  virtual bool refused_by_tls() const = 0;
 };
 
 /// The end of the range of every key that starts with prefix (etcd's prefix rule).

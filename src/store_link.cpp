@@ -1,8 +1,13 @@
 #include "store_link.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <fmt/format.h>
 #include <algorithm>
@@ -12,6 +17,8 @@
 
 #include "address.h"
 #include "auth.h"
+#include "exit_codes.h"
+#include "private_files.h"
 
 #ifndef TFB_MODULE_DIR  // relative to the binary's directory (CMakeLists.txt)
 #define TFB_MODULE_DIR "../lib/tfbarrier/modules"
@@ -84,6 +91,75 @@ bool parse_store(std::string_view text, bool tls, address& out, std::string& err
   }
   if (out.endpoints.empty()) return bad("no endpoint");
   return true;
+}
+
+namespace {
+
+/// Reads a TLS file of at most 1 MiB into out. With secret, the file must
+/// also be safe to hold a private key (read_tls_files). 0, or the exit code.
+int read_tls_file(const std::string& path, const char* option, bool secret, std::string& out, std::string& error) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (secret ? O_NOFOLLOW : 0));
+  if (fd < 0) {
+    int e = errno;
+    if (secret && e == ELOOP) {
+      error = fmt::format("the store's client key {} ({}) is a symbolic link; tfbarrier does not follow one there, "
+                          "as for the secret file: point {} (or TFBARRIER_STORE_KEY) at the file itself",
+                          path, option, option);
+      return exit_code::auth;
+    }
+    error = fmt::format("cannot read {} {}: {}; give a PEM file that you can read", option, path, std::strerror(e));
+    return exit_code::usage;
+  }
+  files::fd f(fd);
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    error = fmt::format("{} {} is not a regular file; give a PEM file", option, path);
+    return exit_code::usage;
+  }
+  if (secret && st.st_uid != ::getuid()) {
+    error = fmt::format("the store's client key {} belongs to uid {}, not to you (uid {}); use a key file of your "
+                        "own, mode 600",
+                        path, st.st_uid, ::getuid());
+    return exit_code::auth;
+  }
+  if (secret && (st.st_mode & 077) != 0) {
+    error = fmt::format("the store's client key {} can be read or changed by others (mode {:04o}), and with it "
+                        "anyone could write to the store as this host; run `chmod 600 {}`",
+                        path, st.st_mode & 07777, path);
+    return exit_code::auth;
+  }
+  constexpr std::size_t most = 1 << 20;
+  if (st.st_size > static_cast<off_t>(most)) {
+    error = fmt::format("{} {} is larger than 1 MiB; give a PEM file", option, path);
+    return exit_code::usage;
+  }
+  out.assign(static_cast<std::size_t>(st.st_size), '\0');
+  std::size_t got = 0;
+  while (got < out.size()) {
+    ssize_t n = ::read(fd, out.data() + got, out.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  out.resize(got);
+  if (out.find("-----BEGIN ") == std::string::npos) {
+    error = fmt::format("{} {} holds no PEM block (-----BEGIN ...); give the file in PEM", option, path);
+    return exit_code::usage;
+  }
+  return exit_code::ok;
+}
+
+}  // namespace
+
+int read_tls_files(client_config& c, std::string& error) {
+  std::string ignored;
+  if (!c.ca.empty())
+    if (int rc = read_tls_file(c.ca, "--store-ca", false, ignored, error); rc != exit_code::ok) return rc;
+  if (!c.cert.empty())
+    if (int rc = read_tls_file(c.cert, "--store-cert", false, c.cert_pem, error); rc != exit_code::ok) return rc;
+  if (!c.key.empty())
+    if (int rc = read_tls_file(c.key, "--store-key", true, c.key_pem, error); rc != exit_code::ok) return rc;
+  return exit_code::ok;
 }
 
 std::unique_ptr<client> load_client(const client_config& c, std::string& error) {
@@ -187,8 +263,10 @@ bool link::start(std::string& error) {
   if (!make(writer_c_) || !make(keeper_c_) || !make(watcher_c_) || !make(janitor_c_)) return false;
   std::int64_t lease = 0, inc = 0;
   if (!ensure_origin(*writer_c_, error) || !check_versions(*writer_c_, error) ||
-      !register_self(*writer_c_, lease, inc, error))
+      !register_self(*writer_c_, lease, inc, error)) {
+    tls_refused_ = writer_c_->refused_by_tls();
     return false;
+  }
   lease_ = lease;
   inc_ = inc;
   cb_.registered(inc);

@@ -33,6 +33,15 @@ struct address {
 /// False with error (a full sentence) for a malformed store address.
 bool parse_store(std::string_view text, bool tls, address& out, std::string& error);
 
+/// Reads the TLS files of `serve --store` once, at start (docs/store.md):
+/// the CA (c.ca) must be readable; the client certificate and key (c.cert,
+/// c.key) are read into c.cert_pem and c.key_pem, and the key is held to the
+/// secret file's rules (docs/security.md): a regular file, not a symbolic
+/// link, the user's own, that group and others cannot read. 0 when all is
+/// well, else the exit code (usage: a file that cannot be read; auth: a key
+/// that others could read or change), with error.
+int read_tls_files(client_config& c, std::string& error);
+
 /// Loads tfbarrier-etcd.so (beside the binary, else in the installed
 /// library directory) and makes a client; null with error.
 std::unique_ptr<client> load_client(const client_config& c, std::string& error);
@@ -91,6 +100,8 @@ class link {
   /// Leaves the store: revokes the lease (the presence goes with it).
   void stop();
   std::int64_t origin_revision() const { return origin_rev_; }
+  /// After start failed: whether TLS refused it (authentication, not reach).
+  bool refused_by_tls() const { return tls_refused_; }
   /// Batches written, for the benchmark's "etcd writes per round".
   std::uint64_t batches_written() const { return written_; }
 
@@ -134,6 +145,7 @@ class link {
   std::atomic<std::int64_t> lease_{0}, inc_{0};
   std::atomic<std::uint64_t> written_{0};
   std::int64_t origin_rev_ = 0;
+  bool tls_refused_ = false;
   std::int64_t watch_from_ = 0;  ///< watcher only
 };
 

@@ -287,10 +287,21 @@ int store_settings(const serve_options& o, host_options& h) {
     print_error(error);
     return exit_code::usage;
   }
+  // Read once, here: a missing file or an unsafe key is told before the host starts (or daemonizes).
+  store::client_config files;
+  files.ca = o.store_ca.value_or("");
+  files.cert = o.store_cert.value_or("");
+  files.key = o.store_key.value_or("");
+  if (int rc = store::read_tls_files(files, error); rc != exit_code::ok) {
+    print_error(error);
+    return rc;
+  }
   h.store = o.store;
-  h.store_ca = o.store_ca.value_or("");
-  h.store_cert = o.store_cert.value_or("");
-  h.store_key = o.store_key.value_or("");
+  h.store_ca = files.ca;
+  h.store_cert = files.cert;
+  h.store_key = files.key;
+  h.store_cert_pem = std::move(files.cert_pem);
+  h.store_key_pem = std::move(files.key_pem);
   h.store_lease = o.store_lease;
   h.store_snapshot_every = o.store_snapshot_every;
   const char* n = std::getenv("SLURMD_NODENAME");

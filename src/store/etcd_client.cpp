@@ -143,6 +143,26 @@ json to_json(const op& o) {
 
 std::once_flag curl_once;
 
+/// The endpoints a call tried, each with what went wrong there, and what to
+/// do about it (each hint once), for the error of a call that no endpoint
+/// answered.
+class attempts {
+ public:
+  void add(const std::string& ep, const std::string& what, const std::string& hint, bool tls) {
+    tried_ += (tried_.empty() ? "" : "; ") + ep + ": " + what;
+    if (!hint.empty() && hints_.find(hint) == std::string::npos) hints_ += "; " + hint;
+    ++count_;
+    tls_ += tls ? 1 : 0;
+  }
+  std::string text(const std::string& head) const { return head + " (" + tried_ + ")" + hints_; }
+  /// Every endpoint failed for a reason of TLS (not of reach).
+  bool all_tls() const { return count_ > 0 && tls_ == count_; }
+
+ private:
+  std::string tried_, hints_;
+  std::size_t count_ = 0, tls_ = 0;
+};
+
 class etcd_client final : public client {
  public:
   explicit etcd_client(client_config c) : c_(std::move(c)) {}
@@ -239,7 +259,8 @@ class etcd_client final : public client {
     if (start_revision) req["start_revision"] = std::to_string(start_revision);
     std::string body = json{{"create_request", req}}.dump();
     watch_state w{on_events};
-    std::string tried;
+    attempts tried;
+    tls_refused_ = false;
     for (std::size_t attempt = 0; attempt < c_.endpoints.size(); ++attempt) {
       if (cancelled_) return watch_end::cancelled;
       const std::string& ep = endpoint();
@@ -259,14 +280,16 @@ class etcd_client final : public client {
         error = "etcd at " + ep + ": the watch ended: " + describe(rc);
         return watch_end::failed;
       }
-      tried += (tried.empty() ? "" : "; ") + ep + ": " + describe(rc);
+      note(tried, ep, rc);
       next_endpoint();
     }
-    error = "no etcd endpoint answered the watch (" + tried + ")";
+    error = tried.text("no etcd endpoint answered the watch");
+    tls_refused_ = tried.all_tls();
     return watch_end::failed;
   }
 
   void cancel() override { cancelled_ = true; }
+  bool refused_by_tls() const override { return tls_refused_; }
 
  private:
   struct watch_state {
@@ -283,6 +306,85 @@ class etcd_client final : public client {
   }
   static std::string fmt_error(const std::string& what, const json& r) { return what + ": " + r.dump(); }
   static std::string describe(CURLcode rc) { return curl_easy_strerror(rc); }
+  /// libcurl's own words for the last failure (they name the TLS problem), else describe(rc).
+  std::string detail(CURLcode rc) const { return errbuf_[0] ? std::string(errbuf_) : describe(rc); }
+
+  /// Adds endpoint ep's failure rc to tried: what it was, what to do about
+  /// it, and whether it was TLS's refusal. The TLS options are named with
+  /// their environment names, which is all a self-started host has.
+  void note(attempts& tried, const std::string& ep, CURLcode rc) const {
+    const bool https = ep.starts_with("https://");
+    const std::string ca = c_.ca.empty() ? "" : " " + c_.ca;
+    const std::string tls_off =
+        "etcd at that address does not speak TLS: leave out --store-ca, --store-cert and --store-key "
+        "(TFBARRIER_STORE_CA, _CERT, _KEY)";
+    const std::string cert_hint =
+        c_.cert.empty()
+            ? "etcd closed the TLS connection: it probably wants a client certificate (etcd --client-cert-auth): "
+              "give --store-cert FILE and --store-key FILE (TFBARRIER_STORE_CERT, TFBARRIER_STORE_KEY)"
+            : "etcd closed the TLS connection: it probably refused the client certificate " + c_.cert +
+                  ": it must be signed by a CA that etcd trusts (etcd --trusted-ca-file) and be meant for "
+                  "clients (extendedKeyUsage clientAuth)";
+    switch (rc) {
+      case CURLE_COULDNT_CONNECT:
+      case CURLE_COULDNT_RESOLVE_HOST:
+      case CURLE_OPERATION_TIMEDOUT: {
+        std::string all;
+        for (const auto& e : c_.endpoints) all += (all.empty() ? "" : ",") + e;
+        const bool plain = c_.ca.empty() && c_.cert.empty();
+        tried.add(ep, describe(rc),
+                  "nothing answers there: check that etcd runs (`etcdctl --endpoints=" + all +
+                      " endpoint health`) and that --store (or TFBARRIER_STORE) names its client addresses "
+                      "(etcd --advertise-client-urls)" +
+                      (plain ? "; a TLS etcd also needs --store-ca, --store-cert and --store-key "
+                               "(TFBARRIER_STORE_CA, _CERT, _KEY)"
+                             : ""),
+                  false);
+        return;
+      }
+      case CURLE_PEER_FAILED_VERIFICATION:
+        tried.add(ep, detail(rc),
+                  c_.ca.empty() ? "etcd's certificate is not signed by a CA this system trusts: give the CA that "
+                                  "signed it with --store-ca FILE (TFBARRIER_STORE_CA)"
+                                : "etcd's certificate is not signed by the CA in --store-ca" + ca +
+                                      ", or does not name that address: give the CA that signed etcd's "
+                                      "certificate (--store-ca, TFBARRIER_STORE_CA) and an address its "
+                                      "certificate names",
+                  true);
+        return;
+      case CURLE_SSL_CACERT_BADFILE:
+        tried.add(ep, detail(rc), "cannot use --store-ca" + ca + ": give a CA certificate in PEM", true);
+        return;
+      case CURLE_SSL_CERTPROBLEM:
+        tried.add(ep, detail(rc),
+                  "cannot use the client certificate --store-cert " + c_.cert + " with --store-key " + c_.key +
+                      ": both must be PEM, and the key the certificate's",
+                  true);
+        return;
+      case CURLE_SSL_CONNECT_ERROR: {
+        std::string d = detail(rc);
+        if (d.find("wrong version number") != std::string::npos) return tried.add(ep, d, tls_off, false);
+        tried.add(ep, d,
+                  d.find("alert") != std::string::npos ? cert_hint
+                                                       : "the TLS handshake failed: check --store-ca, --store-cert "
+                                                         "and --store-key (TFBARRIER_STORE_CA, _CERT, _KEY)",
+                  true);
+        return;
+      }
+      case CURLE_SEND_ERROR:
+      case CURLE_RECV_ERROR:
+      case CURLE_GOT_NOTHING:
+        // A TLS 1.3 server checks the client's certificate after the
+        // handshake, and closes the connection without a word that reaches
+        // libcurl: the one sign of a missing or refused certificate.
+        if (https) return tried.add(ep, describe(rc), cert_hint, true);
+        return tried.add(ep, describe(rc),
+                         "etcd at that address may want TLS: give --store-ca FILE (TFBARRIER_STORE_CA), and "
+                         "--store-cert and --store-key if it wants a client certificate",
+                         false);
+      default: tried.add(ep, describe(rc), "", false);
+    }
+  }
   /// etcd's words: {"error": "...", "message": "..."} from a call, or
   /// {"error": {"message": "...", ...}} from a stream (keepalive, watch).
   static std::string error_text(const json& j) {
@@ -372,8 +474,21 @@ class etcd_client final : public client {
     curl_easy_setopt(h_, CURLOPT_XFERINFOFUNCTION, &on_progress);
     curl_easy_setopt(h_, CURLOPT_XFERINFODATA, this);
     if (!c_.ca.empty()) curl_easy_setopt(h_, CURLOPT_CAINFO, c_.ca.c_str());
-    if (!c_.cert.empty()) curl_easy_setopt(h_, CURLOPT_SSLCERT, c_.cert.c_str());
-    if (!c_.key.empty()) curl_easy_setopt(h_, CURLOPT_SSLKEY, c_.key.c_str());
+    // The client certificate and key as read (and the key checked) at start, else their files.
+    if (!c_.cert_pem.empty()) {
+      curl_blob b{const_cast<char*>(c_.cert_pem.data()), c_.cert_pem.size(), CURL_BLOB_COPY};
+      curl_easy_setopt(h_, CURLOPT_SSLCERT_BLOB, &b);
+    } else if (!c_.cert.empty()) {
+      curl_easy_setopt(h_, CURLOPT_SSLCERT, c_.cert.c_str());
+    }
+    if (!c_.key_pem.empty()) {
+      curl_blob b{const_cast<char*>(c_.key_pem.data()), c_.key_pem.size(), CURL_BLOB_COPY};
+      curl_easy_setopt(h_, CURLOPT_SSLKEY_BLOB, &b);
+    } else if (!c_.key.empty()) {
+      curl_easy_setopt(h_, CURLOPT_SSLKEY, c_.key.c_str());
+    }
+    errbuf_[0] = '\0';
+    curl_easy_setopt(h_, CURLOPT_ERRORBUFFER, errbuf_);
     curl_easy_setopt(h_, CURLOPT_HTTPHEADER, headers_);
     if (stream) {
       curl_easy_setopt(h_, CURLOPT_WRITEFUNCTION, &on_stream);
@@ -400,14 +515,15 @@ class etcd_client final : public client {
   }
   bool call_once(const std::string& path, const json& body, json& reply, std::string& error) {
     std::string text = body.dump();
-    std::string tried;
+    attempts tried;
+    tls_refused_ = false;
     for (std::size_t attempt = 0; attempt < c_.endpoints.size(); ++attempt) {
       if (cancelled_) return fail("cancelled", error);
       const std::string& ep = endpoint();
       std::string got;
       CURLcode rc = perform(ep + path, text, false, &got);
       if (rc != CURLE_OK) {
-        tried += (tried.empty() ? "" : "; ") + ep + ": " + describe(rc);
+        note(tried, ep, rc);
         next_endpoint();
         continue;
       }
@@ -422,7 +538,7 @@ class etcd_client final : public client {
         std::string msg = error_text(reply);
         // A member without a leader (an election under way) is worth trying elsewhere.
         if (status == 503 || msg.find("no leader") != std::string::npos) {
-          tried += (tried.empty() ? "" : "; ") + ep + ": " + msg;
+          tried.add(ep, msg, "", false);
           next_endpoint();
           continue;
         }
@@ -430,7 +546,8 @@ class etcd_client final : public client {
       }
       return true;
     }
-    return fail("no etcd endpoint answered (" + tried + ")", error);
+    tls_refused_ = tried.all_tls();
+    return fail(tried.text("no etcd endpoint answered"), error);
   }
 
   client_config c_;
@@ -438,6 +555,8 @@ class etcd_client final : public client {
   curl_slist* headers_ = nullptr;
   std::size_t current_ = 0;
   std::atomic<bool> cancelled_{false};
+  bool tls_refused_ = false;
+  char errbuf_[CURL_ERROR_SIZE] = {};
 };
 
 }  // namespace

@@ -13,6 +13,7 @@ setup_file() {
 }
 teardown_file() {
   "$BATS_TEST_DIRNAME/../tools/etcd-cluster" stop "$ETCD_DIR"
+  "$BATS_TEST_DIRNAME/../tools/etcd-cluster" stop "$BATS_FILE_TMPDIR/etcd-tls"  # tls_cluster's, if started
 }
 
 setup() {
@@ -422,4 +423,112 @@ rounds() {
   run -124 env TFBARRIER_ADDR="$A_1" timeout 20 "$TFB" wait --name k1 --n 2 --rank 1 --timeout 3s
   assert_output --partial "1/2 arrived"
   assert_output --partial "left: rank 0 disconnected"
+}
+
+# ---- The store's address when no etcd answers -------------------------------------------------
+
+@test "serve --store with no etcd listening: exit 69, each endpoint tried and why, and what to check" {
+  p1=$(free_port)
+  p2=$(free_port)
+  run -69 timeout 30 "$TFB" serve --listen 127.0.0.1:0 --store "etcd://127.0.0.1:$p1,127.0.0.1:$p2/nothing"
+  assert_output --partial "cannot use the store etcd://127.0.0.1:$p1,127.0.0.1:$p2/nothing: no etcd endpoint answered"
+  assert_output --partial "http://127.0.0.1:$p1: Couldn't connect to server"
+  assert_output --partial "http://127.0.0.1:$p2: Couldn't connect to server"
+  assert_output --partial "check that etcd runs (\`etcdctl --endpoints=http://127.0.0.1:$p1,http://127.0.0.1:$p2 endpoint health\`)"
+  assert_output --partial "that --store (or TFBARRIER_STORE) names its client addresses"
+  assert_output --partial "a TLS etcd also needs --store-ca, --store-cert and --store-key"
+}
+
+# ---- TLS: a 3-member etcd that serves https only and wants client certificates -------------------
+# tests/tools/etcd-cluster with ETCD_TLS=1: its own CA, the members' certificate and a client
+# certificate, made by openssl in the cluster's private directory. Started by the first test that
+# needs it (tls_cluster), stopped by teardown_file.
+
+# tls_cluster: starts the TLS cluster once; sets STORE (a prefix of this test's), CA, CERT, KEY.
+tls_cluster() {
+  TLS_DIR=$BATS_FILE_TMPDIR/etcd-tls
+  if [ ! -s "$TLS_DIR/endpoints" ]; then
+    ETCD_TLS=1 "$BATS_TEST_DIRNAME/../tools/etcd-cluster" start "$TLS_DIR" 3 >/dev/null
+  fi
+  TLS_ENDPOINTS=$(cat "$TLS_DIR/endpoints")
+  [[ $TLS_ENDPOINTS == https://* ]]
+  STORE="etcd://${TLS_ENDPOINTS//https:\/\//}/t${BATS_TEST_NUMBER}-$$"
+  CA=$TLS_DIR/tls/ca.pem
+  CERT=$TLS_DIR/tls/client.pem
+  KEY=$TLS_DIR/tls/client.key
+}
+
+@test "TLS etcd: two hosts given --store-ca/--store-cert/--store-key and a self-started one given only TFBARRIER_STORE_* share a round" {
+  tls_cluster
+  # Nothing gets in without TLS: etcd answers plain http with nothing at all.
+  local first=${TLS_ENDPOINTS%%,*}
+  run ! curl -sS --max-time 5 "http://${first#https://}/version"
+  store_host 0 --store-ca "$CA" --store-cert "$CERT" --store-key "$KEY"
+  store_host 1 --store-ca "$CA" --store-cert "$CERT" --store-key "$KEY"
+  on 0 w0 --name t1 --n 3 --rank 0
+  on 1 w1 --name t1 --n 3 --rank 1
+  arrived_on 0 t1 2
+  # A node whose first participant starts its host: a self-started host gets only what the environment says.
+  port=$(free_port)
+  run -0 env -u TFBARRIER_ADDR TFBARRIER_STORE="$STORE" TFBARRIER_STORE_CA="$CA" TFBARRIER_STORE_CERT="$CERT" \
+    TFBARRIER_STORE_KEY="$KEY" TFBARRIER_PORT="$port" timeout 30 "$TFB" wait --name t1 --n 3 --rank 2
+  expect_exits 0 w0 w1
+  log=$(ls "$HOME"/.tfbarrier/serve-*.log)
+  grep -q "listening on 127.0.0.1:$port .*store etcd://" "$log"
+  # Every host applied the same log: the next round is round 2 on each.
+  for a in "$A_0" "$A_1" "127.0.0.1:$port"; do
+    run -0 env TFBARRIER_ADDR="$a" "$TFB" status --name t1 --json
+    assert_json barriers.0.round 2
+  done
+  stop_self_started "$log" "127.0.0.1:$port"
+}
+
+@test "TLS etcd: no client certificate, a wrong CA, or plain http: refused with what happened and what to do" {
+  tls_cluster
+  local first=${TLS_ENDPOINTS%%,*}
+  # Without the client certificate: etcd (--client-cert-auth) closes the connection. Exit 77.
+  run -77 timeout 30 "$TFB" serve --listen 127.0.0.1:0 --store "$STORE" --store-ca "$CA"
+  assert_output --partial "cannot use the store $STORE: no etcd endpoint answered ($first: "
+  assert_output --partial "it probably wants a client certificate (etcd --client-cert-auth): give --store-cert FILE and --store-key FILE (TFBARRIER_STORE_CERT, TFBARRIER_STORE_KEY)"
+  # A CA that did not sign etcd's certificate. Exit 77.
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj /CN=another-ca \
+    -keyout "$BATS_TEST_TMPDIR/other-ca.key" -out "$BATS_TEST_TMPDIR/other-ca.pem" 2>/dev/null
+  run -77 timeout 30 "$TFB" serve --listen 127.0.0.1:0 --store "$STORE" --store-ca "$BATS_TEST_TMPDIR/other-ca.pem" \
+    --store-cert "$CERT" --store-key "$KEY"
+  assert_output --partial "$first: SSL certificate problem: unable to get local issuer certificate"
+  assert_output --partial "etcd's certificate is not signed by the CA in --store-ca $BATS_TEST_TMPDIR/other-ca.pem"
+  # The same from the environment, as a self-started host gets it.
+  TFBARRIER_STORE_CA="$BATS_TEST_TMPDIR/other-ca.pem" TFBARRIER_STORE_CERT="$CERT" TFBARRIER_STORE_KEY="$KEY" \
+    run -77 timeout 30 "$TFB" serve --listen 127.0.0.1:0 --store "$STORE"
+  assert_output --partial "not signed by the CA in --store-ca $BATS_TEST_TMPDIR/other-ca.pem"
+  # No TLS at all: unreachable (69), and the hint to give the TLS files.
+  run -69 timeout 30 "$TFB" serve --listen 127.0.0.1:0 --store "$STORE"
+  assert_output --partial "${first/https/http}: Server returned nothing"
+  assert_output --partial "etcd at that address may want TLS: give --store-ca FILE (TFBARRIER_STORE_CA)"
+  # Nothing of this test's prefix was written.
+  run -0 env ETCDCTL_API=3 etcdctl --endpoints="$TLS_ENDPOINTS" --cacert="$CA" --cert="$CERT" --key="$KEY" \
+    get --prefix --keys-only "/${STORE#etcd://*/}"
+  assert_output ""
+}
+
+@test "TLS etcd: the client key is held to the secret file's rules; a missing TLS file is a usage error" {
+  tls_cluster
+  cp "$KEY" "$BATS_TEST_TMPDIR/open.key"
+  chmod 640 "$BATS_TEST_TMPDIR/open.key"
+  run -77 "$TFB" serve --listen 127.0.0.1:0 --store "$STORE" --store-ca "$CA" --store-cert "$CERT" \
+    --store-key "$BATS_TEST_TMPDIR/open.key"
+  assert_output --partial "the store's client key $BATS_TEST_TMPDIR/open.key can be read or changed by others (mode 0640)"
+  assert_output --partial "run \`chmod 600 $BATS_TEST_TMPDIR/open.key\`"
+  ln -s "$KEY" "$BATS_TEST_TMPDIR/link.key"
+  TFBARRIER_STORE_KEY="$BATS_TEST_TMPDIR/link.key" run -77 "$TFB" serve --listen 127.0.0.1:0 --store "$STORE" \
+    --store-ca "$CA" --store-cert "$CERT"
+  assert_output --partial "is a symbolic link"
+  assert_output --partial "TFBARRIER_STORE_KEY"
+  run -2 "$TFB" serve --listen 127.0.0.1:0 --store "$STORE" --store-ca "$BATS_TEST_TMPDIR/none.pem"
+  assert_output --partial "cannot read --store-ca $BATS_TEST_TMPDIR/none.pem: No such file or directory"
+  chmod 600 "$BATS_TEST_TMPDIR/open.key"
+  printf 'not a certificate\n' >"$BATS_TEST_TMPDIR/cert.txt"
+  run -2 "$TFB" serve --listen 127.0.0.1:0 --store "$STORE" --store-ca "$CA" --store-cert "$BATS_TEST_TMPDIR/cert.txt" \
+    --store-key "$BATS_TEST_TMPDIR/open.key"
+  assert_output --partial "holds no PEM block"
 }

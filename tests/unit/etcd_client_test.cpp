@@ -326,6 +326,13 @@ TEST_F(etcd, a_clear_error_when_no_endpoint_answers) {
   EXPECT_NE(error.find("no etcd endpoint answered"), std::string::npos) << error;
   EXPECT_NE(error.find("http://127.0.0.1:1"), std::string::npos) << error;
   EXPECT_NE(error.find("http://127.0.0.1:2"), std::string::npos) << error;
+  // What to do: check etcd and the address (and TLS, given none); not a TLS refusal (exit 69, not 77).
+  EXPECT_NE(error.find("check that etcd runs (`etcdctl --endpoints=http://127.0.0.1:1,http://127.0.0.1:2 endpoint "
+                       "health`)"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("a TLS etcd also needs --store-ca"), std::string::npos) << error;
+  EXPECT_FALSE(c->refused_by_tls());
   auto end = c->watch("a", "", 0, [](const std::vector<event>&) { return true; }, error);
   EXPECT_EQ(end, watch_end::failed);
   EXPECT_NE(error.find("no etcd endpoint answered the watch"), std::string::npos) << error;
