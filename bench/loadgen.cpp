@@ -68,6 +68,11 @@ u64 now_ns() {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<u64>(ts.tv_sec) * 1'000'000'000ULL + static_cast<u64>(ts.tv_nsec);
 }
+u64 wall_ns() {  // CLOCK_REALTIME: comparable across processes (and namespaces)
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<u64>(ts.tv_sec) * 1'000'000'000ULL + static_cast<u64>(ts.tv_nsec);
+}
 double ms(u64 ns) { return static_cast<double>(ns) / 1e6; }
 double ms_between(u64 from, u64 to) { return to >= from ? ms(to - from) : -ms(from - to); }
 
@@ -84,7 +89,7 @@ double ms_between(u64 from, u64 to) { return to >= from ? ms(to - from) : -ms(fr
 const char* const help_text =
     "usage: tfb_loadgen --addr 127.0.0.1:PORT --participants M [options]\n"
     "Plays M participants of one barrier over M TCP connections and checks each round.\n"
-    "  --addr HOST:PORT     the host (must be in 127.0.0.0/8)\n"
+    "  --addr HOST:PORT     the host (in 127.0.0.0/8, or any IPv4 address with --source-base)\n"
     "  --participants M     participants per round\n"
     "  --rounds R           rounds to play (default 1)\n"
     "  --name NAME          barrier name (default load); --scope SCOPE (default loadgen)\n"
@@ -94,6 +99,18 @@ const char* const help_text =
     "  --raw-line TEXT      the line sent in raw mode (default ARRIVE)\n"
     "  --workers W          worker processes (default: one per 16000 connections)\n"
     "  --sources K          loopback source addresses 127.1.0.1 and up (default 64)\n"
+    "  --source-base IP     the first source address instead of 127.1.0.1 (e.g. this network\n"
+    "                       namespace's own address, with --sources 1)\n"
+    "One round shared by several load generators (bench/store-40k.sh):\n"
+    "  --n TOTAL            the barrier's n (default M): this one plays M of the TOTAL\n"
+    "  --id-prefix P        prefix of the participants' ids (unique per load generator)\n"
+    "  --no-hold            hold no participant back: all M arrive at once; another load\n"
+    "                       generator holds back the last one\n"
+    "  --go-file PATH       once M-1 wait, print READY and wait for PATH to exist before the\n"
+    "                       held-back participant arrives\n"
+    "  --release-times F    write F.W (W: worker) with one line per released participant:\n"
+    "                       ID CLOCK_REALTIME_NS; the RESULT line gives the wall clock of the\n"
+    "                       last ARRIVE (final_arrive_wall_ns)\n"
     "  --window W           connections per worker in flight at once (default 256)\n"
     "  --keepalive-ms K     announce and send PING every K ms like `tfbarrier wait` (default 5000; 0: none)\n"
     "  --host-pid PID       read the host's memory and CPU time from /proc/PID\n"
@@ -114,6 +131,11 @@ struct options {
   u32 per_worker = 16000;
   u32 sources = 64;
   u32 source_base = 0x7F010001;  // 127.1.0.1
+  bool any_addr = false;         // --source-base given: the host may be at any address
+  u32 n = 0;                     // the barrier's n (0: m)
+  std::string id_prefix = "lg";
+  bool no_hold = false;
+  std::string go_file, release_times;
   u32 window = 256;
   u32 keepalive_ms = 5000;
   int host_pid = 0;
@@ -146,6 +168,10 @@ options parse_args(int argc, char** argv) {
       o.quiet = true;
       continue;
     }
+    if (a == "--no-hold") {
+      o.no_hold = true;
+      continue;
+    }
     if (i + 1 >= argc) usage_error("%s needs a value", a.c_str());
     const char* v = argv[++i];
     if (a == "--addr") o.addr = v;
@@ -154,6 +180,16 @@ options parse_args(int argc, char** argv) {
     else if (a == "--name") o.name = v;
     else if (a == "--scope") o.scope = v;
     else if (a == "--raw-line") o.raw_line = v;
+    else if (a == "--n") o.n = static_cast<u32>(parse_u64(a.c_str(), v, 1, proto::max_n));
+    else if (a == "--id-prefix") o.id_prefix = v;
+    else if (a == "--go-file") o.go_file = v;
+    else if (a == "--release-times") o.release_times = v;
+    else if (a == "--source-base") {
+      in_addr sb{};
+      if (inet_pton(AF_INET, v, &sb) != 1) usage_error("--source-base %s: expected an IPv4 address", v);
+      o.source_base = ntohl(sb.s_addr);
+      o.any_addr = true;
+    }
     else if (a == "--workers") o.workers = static_cast<int>(parse_u64(a.c_str(), v, 1, 256));
     else if (a == "--sources") o.sources = static_cast<u32>(parse_u64(a.c_str(), v, 1, 60000));
     else if (a == "--window") o.window = static_cast<u32>(parse_u64(a.c_str(), v, 1, 1'000'000));
@@ -184,9 +220,14 @@ options parse_args(int argc, char** argv) {
   if (inet_pton(AF_INET, o.addr.substr(0, colon).c_str(), &ia) != 1)
     usage_error("--addr %s: the host must be an IPv4 address", o.addr.c_str());
   o.host_ip = ntohl(ia.s_addr);
-  if ((o.host_ip >> 24) != 127) usage_error("--addr %s: only loopback (127.0.0.0/8) is allowed", o.addr.c_str());
+  if (!o.any_addr && (o.host_ip >> 24) != 127) usage_error("--addr %s: only loopback (127.0.0.0/8) is allowed", o.addr.c_str());
   o.port = static_cast<std::uint16_t>(parse_u64("--addr", o.addr.c_str() + colon + 1, 1, 65535));
   if (!proto::valid_name(o.name) || !proto::valid_name(o.scope)) usage_error("bad --name or --scope");
+  if (o.n == 0) o.n = o.m;
+  if (o.n < o.m) usage_error("--n %u is less than --participants %u", o.n, o.m);
+  bool chief_any = std::any_of(o.verdicts.begin(), o.verdicts.end(), [](auto v) { return v != proto::verdict::none; });
+  if (o.n != o.m && (chief_any || o.raw)) usage_error("--n other than M is for protocol rounds without a chief");
+  if (o.no_hold && (chief_any || o.raw)) usage_error("--no-hold is for protocol rounds without a chief");
   if (o.raw && std::any_of(o.verdicts.begin(), o.verdicts.end(), [](auto v) { return v != proto::verdict::none; }))
     usage_error("--raw has no chief: use --verdicts none");
   return o;
@@ -294,6 +335,7 @@ struct report {
   u64 t_last_arrive = 0;   // last ARRIVE (raw: line) sent before READY
   u64 t_ready = 0;
   u64 t_final_arrive = 0;  // the held-back participant's ARRIVE (worker 0)
+  u64 t_final_arrive_wall = 0;  // the same, CLOCK_REALTIME
   u64 t_allhere = 0, t_decide = 0, t_decider_release = 0;
   u64 t_first_release = UINT64_MAX, t_last_release = 0;
   u64 max_connect_ns = 0;
@@ -360,6 +402,7 @@ struct conn {
   std::uint64_t gen = 0;
   u32 g = 0;  // global index: picks the source address and the id
   u64 t0 = 0;
+  u64 released_wall = 0;  // CLOCK_REALTIME of its RELEASE (--release-times)
   proto::line_splitter sp;
   proto::reply_reader rr;
 };
@@ -406,7 +449,7 @@ class worker {
 
   std::string id_of(const conn& c) const {
     char buf[48];
-    std::snprintf(buf, sizeof buf, "lg%dr%dp%u", index_, round_, c.g);
+    std::snprintf(buf, sizeof buf, "%sr%dp%u", o_.id_prefix.c_str(), round_, c.g);
     return buf;
   }
 
@@ -424,7 +467,7 @@ class worker {
       conn& c = conns_[i];
       c.g = i < count_ ? first_ + i : o_.m;
       if (i == count_) c.r = role::decider;
-      else if (index_ == 0 && i == count_ - 1) c.r = role::held;
+      else if (index_ == 0 && i == count_ - 1 && !o_.no_hold) c.r = role::held;
       else if (index_ == 0 && chief_round_ && i == 0) c.r = role::chief;
     }
     next_ = 0;
@@ -549,7 +592,7 @@ class worker {
     a.name = o_.name;
     a.scope = o_.scope;
     a.id = id_of(c);
-    a.n = o_.m;
+    a.n = o_.n;
     a.chief = c.r == role::chief;
     return proto::format_request(a);
   }
@@ -618,6 +661,7 @@ class worker {
 
   void released(conn& c) {
     u64 t = now_ns();
+    if (!o_.release_times.empty()) c.released_wall = wall_ns();
     rep_.t_first_release = std::min(rep_.t_first_release, t);
     rep_.t_last_release = std::max(rep_.t_last_release, t);
     ++rep_.released;
@@ -668,7 +712,7 @@ class worker {
       }
       case state::acking: {
         auto* w = std::get_if<proto::waiting>(&*rep);
-        if (!w || w->name != o_.name || w->n != std::optional<u32>(o_.m)) return unexpected();
+        if (!w || w->name != o_.name || w->n != std::optional<u32>(o_.n)) return unexpected();
         c.gen = w->gen;
         note_gen(w->gen);
         c.s = state::parked;
@@ -736,6 +780,7 @@ class worker {
     if (index_ != 0) return;
     conn& c = conns_[count_ - 1];
     if (c.s != state::held_ready) return;  // it failed already; reported
+    rep_.t_final_arrive_wall = wall_ns();
     rep_.t_final_arrive = now_ns();
     if (o_.raw) {
       if (write_line(c, o_.raw_line + "\n")) c.s = state::parked;
@@ -785,8 +830,19 @@ class worker {
       if (!any) break;
     }
     for (conn& c : conns_) close_fd(c);
+    if (!o_.release_times.empty()) write_release_times();
     rep_.kind = m_closed;
     send_msg(ctl_, &rep_, sizeof rep_);
+  }
+
+  void write_release_times() {
+    std::string path = o_.release_times + "." + std::to_string(index_);
+    std::FILE* f = std::fopen(path.c_str(), "a");
+    if (!f) return error("%s: %s", path.c_str(), std::strerror(errno));
+    for (const conn& c : conns_)
+      if (c.s == state::done && c.released_wall && c.r != role::decider)
+        std::fprintf(f, "%s %" PRIu64 "\n", id_of(c).c_str(), c.released_wall);
+    if (std::fclose(f) != 0) error("%s: %s", path.c_str(), std::strerror(errno));
   }
 
   const options& o_;
@@ -953,6 +1009,12 @@ int main(int argc, char** argv) {
     }
     settle(o.host_pid);
     host_sample s1 = sample_host(o.host_pid);
+    if (!o.go_file.empty()) {
+      // Another process decides when the last participant arrives: say so, then wait for its file.
+      std::printf("READY round=%d\n", r);
+      std::fflush(stdout);
+      while (::access(o.go_file.c_str(), F_OK) != 0) ::usleep(200);
+    }
     broadcast(m_go, r);
     if (!collect(m_done, done, collect_s)) {
       std::fprintf(stderr, "tfb_loadgen: round %d: the workers did not finish\n", r);
@@ -992,7 +1054,7 @@ int main(int argc, char** argv) {
     if (errors) res.fail(std::to_string(errors) + " error(s); first: " + first_error);
     if (released != want_released)
       res.fail("released " + std::to_string(released) + " of " + std::to_string(want_released));
-    if (final_arrive == 0) res.fail("the last participant never arrived");
+    if (final_arrive == 0 && !o.no_hold) res.fail("the last participant never arrived");
     if (first_release != UINT64_MAX && first_release < final_arrive)
       res.fail("a RELEASE came " + std::to_string(ms_between(first_release, final_arrive)) +
                " ms before the last ARRIVE was sent");
@@ -1042,11 +1104,11 @@ int main(int argc, char** argv) {
     std::printf("RESULT round=%d m=%u mode=%s verdict=%s workers=%d connect_ms=%.3f fanout_ms=%.3f tail_ms=%.3f "
                 "rss_base_kb=%ld rss_wait_kb=%ld hwm_before_kb=%ld hwm_kb=%ld bytes_per_waiting=%.1f "
                 "peak_bytes_per_participant=%.1f host_cpu_ms=%.1f host_sched_ms=%.3f host_sched_fanout_ms=%.3f "
-                "max_connect_ms=%.1f slow_connects=%u released=%u load=%s ok=%d\n",
+                "max_connect_ms=%.1f slow_connects=%u released=%u errors=%u final_arrive_wall_ns=%" PRIu64 " load=%s ok=%d\n",
                 r, o.m, o.raw ? "raw" : "protocol", chief ? std::string(proto::to_string(v)).c_str() : "none", w,
                 connect_ms, fanout_ms, tail_ms, s0.rss_kb, s1.rss_kb, s0.hwm_kb, s2.hwm_kb, per_waiting, per_peak,
-                cpu_round, sched_round, sched_fanout, ms(max_connect), slow, released,
-                load_tag.c_str(),
+                cpu_round, sched_round, sched_fanout, ms(max_connect), slow, released, errors,
+                w0.t_final_arrive_wall, load_tag.c_str(),
                 res.ok ? 1 : 0);
     if (!res.ok) {
       ++bad_rounds;
