@@ -192,6 +192,7 @@ class barrier_set {
     bool member;  ///< false: a decider only
   };
 
+  struct loader;  ///< reads a dump line by line (barrier_dump.cpp)
   static bool load_round(text_state::reader& r, round& out, std::string& error);
   barrier& get(const std::string& scope, const std::string& name, millis now);
   /// False (after replying ERR BUSY to c) when a new barrier would pass the limit and none can go.

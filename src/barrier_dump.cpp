@@ -82,19 +82,192 @@ std::string barrier_set::dump() const {
   return out;
 }
 
-namespace {
-
-/// The reading of one dump, kept apart from the set until it is whole.
-struct load_state {
+/// The reading of one dump into a fresh set, kept apart from the set loaded
+/// into until it is whole: one function per kind of line, then the checks.
+struct barrier_set::loader {
+  using reader = text_state::reader;
+  barrier_set fresh;
   std::string error;
   int line_no = 0;
+  barrier* b = nullptr;  ///< the barrier of the lines that follow its "bar" line
+  round* r = nullptr;    ///< the round of the "mem" and "gone" lines that follow its "rnd" line
+  bool have_set = false, ended = false;
+  std::vector<std::tuple<conn_id, const key*, std::uint64_t, bool>> waits;
+
   bool fail(std::string_view what) {
     if (error.empty()) error = fmt::format("state line {}: {}", line_no, what);
     return false;
   }
-};
 
-}  // namespace
+  bool line(std::string_view text) {
+    ++line_no;
+    if (ended) return fail("text after the end");
+    reader rd(text);
+    std::string_view kind;
+    rd.word(kind);
+    if (!have_set) return set_line(kind, rd);
+    if (kind == "bar") return bar_line(rd);
+    if (kind == "end") {
+      ended = rd.at_end();
+      return ended || fail("a malformed end");
+    }
+    if (!b) return fail("a line before any barrier");
+    if (kind == "fin") return fin_line(rd);
+    if (kind == "rnd") return rnd_line(rd);
+    if (kind == "mem") return mem_line(rd);
+    if (kind == "gone") return gone_line(rd);
+    if (kind == "at") return at_line(rd);
+    return fail("an unknown line");
+  }
+
+  bool set_line(std::string_view kind, reader& rd) {
+    int version = 0;
+    std::size_t nv = 0;
+    if (kind != "set" || !rd.num(version) || version != dump_version || !rd.num(fresh.next_restored_) ||
+        !rd.num(fresh.via_now_) || !rd.num(nv) || nv == 0)
+      return fail("not a state of this version");
+    fresh.vias_.clear();
+    for (std::size_t i = 0; i < nv; ++i) {
+      std::string v;
+      if (!rd.str(v)) return fail("a malformed host list");
+      fresh.vias_.push_back(std::move(v));
+    }
+    if (!rd.at_end() || fresh.via_now_ >= fresh.vias_.size()) return fail("a malformed host list");
+    have_set = true;
+    return true;
+  }
+
+  bool bar_line(reader& rd) {
+    std::string scope, name;
+    if (!rd.str(scope) || !rd.str(name)) return fail("a malformed barrier");
+    auto [it, fresh_key] = fresh.barriers_.try_emplace(key{scope, name});
+    if (!fresh_key) return fail("a barrier twice");
+    b = &it->second;
+    b->scope = std::move(scope);
+    b->name = std::move(name);
+    r = nullptr;
+    if (!rd.flag(b->aborted) || !rd.num(b->aborted_gen) || !rd.str(b->abort_reason) || !rd.num(b->last_activity) ||
+        !rd.at_end())
+      return fail("a malformed barrier");
+    b->open.gen = 0;  // until its "rnd open" line
+    return true;
+  }
+
+  bool fin_line(reader& rd) {
+    finished f;
+    int v = 0;
+    std::size_t n = 0;
+    if (!rd.num(f.gen) || !rd.num(v) || !verdict_of(v, f.v) || !rd.str(f.message) || !rd.num(n))
+      return fail("a malformed finished round");
+    for (std::size_t i = 0; i < n; ++i) {
+      std::string id;
+      if (!rd.str(id)) return fail("a malformed finished round");
+      f.ids.push_back(std::move(id));
+    }
+    if (!rd.at_end() || !std::is_sorted(f.ids.begin(), f.ids.end()) || b->recent.size() >= max_recent_rounds)
+      return fail("a malformed finished round");
+    b->recent.push_back(std::move(f));
+    return true;
+  }
+
+  bool rnd_line(reader& rd) {
+    std::string_view which;
+    round fresh_round;
+    std::string why;
+    if (!rd.word(which) || (which != "open" && which != "gathered") || !load_round(rd, fresh_round, why))
+      return fail(why.empty() ? "a malformed round" : why);
+    if (which == "open") {
+      if (b->open.gen != 0 || fresh_round.gen == 0) return fail("a second open round");
+      b->open = std::move(fresh_round);
+      r = &b->open;
+      return true;
+    }
+    if (b->open.gen == 0) return fail("a gathered round before the open one");
+    auto [it, added] = b->gathered.emplace(fresh_round.gen, std::move(fresh_round));
+    if (!added) return fail("a gathered round twice");
+    r = &it->second;
+    return true;
+  }
+
+  bool mem_line(reader& rd) {
+    if (!r) return fail("a member outside a round");
+    conn_id c = 0;
+    member m;
+    if (!rd.num(c) || !rd.opt(m.rank) || !rd.str(m.host) || !rd.num(m.pid) || !rd.num(m.via) || !rd.str(m.id) ||
+        !rd.flag(m.chief) || !rd.flag(m.durable) || !rd.flag(m.connected) || !rd.flag(m.wants_release) ||
+        !rd.num(m.since) || !rd.at_end() || m.via >= fresh.vias_.size())
+      return fail("a malformed member");
+    if (m.rank && !r->by_rank.emplace(*m.rank, c).second) return fail("a rank twice in one round");
+    if (!r->by_id.emplace(m.id, c).second) return fail("an id twice in one round");
+    if (!r->members.emplace(c, std::move(m)).second) return fail("a member twice");
+    return true;
+  }
+
+  bool gone_line(reader& rd) {
+    if (!r) return fail("a departure outside a round");
+    gone g;
+    int how = 0;
+    if (!rd.opt(g.rank) || !rd.str(g.host) || !rd.num(g.pid) || !rd.num(how) || !departure_of(how, g.how) ||
+        !rd.num(g.when) || !rd.str(g.id) || !rd.at_end() || r->departed.size() >= max_departed)
+      return fail("a malformed departure");
+    r->departed.push_back(std::move(g));
+    return true;
+  }
+
+  bool at_line(reader& rd) {
+    conn_id c = 0;
+    std::uint64_t gen = 0;
+    bool is_member = false;
+    if (!rd.num(c) || !rd.num(gen) || !rd.flag(is_member) || !rd.at_end()) return fail("a malformed wait");
+    waits.emplace_back(c, &fresh.barriers_.find(key{b->scope, b->name})->first, gen, is_member);
+    return true;
+  }
+
+  /// Every reference must hold: chiefs are members, each connection waits once.
+  bool check_references() {
+    for (const auto& entry : fresh.barriers_) {
+      const barrier& bar = entry.second;
+      if (bar.open.gen == 0) return (error = "a barrier without its open round"), false;
+      auto chief_ok = [&](const round& rr) { return !rr.chief || rr.members.count(*rr.chief) != 0; };
+      if (!chief_ok(bar.open) || !std::all_of(bar.gathered.begin(), bar.gathered.end(),
+                                              [&](const auto& g) { return chief_ok(g.second); }))
+        return (error = "a chief that is not a member"), false;
+    }
+    for (const auto& [c, k, gen, is_member] : waits) {
+      // Kept as they were, even one whose round has gone: leave() tolerates those, so a loaded set must too.
+      if (!fresh.where_.emplace(c, location{k, gen, is_member}).second)
+        return (error = "a connection that waits twice"), false;
+    }
+    return true;
+  }
+
+  /// A round that breaks the rules' invariants, which every state they make
+  /// holds (state_dump_test): such a text would make rounds that never complete, or worse.
+  bool inconsistent(const barrier& bar, const round& rr, bool gathered) const {
+    if (rr.n && (*rr.n == 0 || *rr.n > proto::max_n)) return true;
+    if (!rr.members.empty() && !rr.n) return true;
+    if (gathered ? (!rr.n || rr.members.size() != *rr.n || rr.gen >= bar.open.gen)
+                 : (rr.n && rr.members.size() >= *rr.n))
+      return true;
+    for (const auto& [c, m] : rr.members) {
+      if (m.rank && (!rr.n || *m.rank >= *rr.n)) return true;
+      auto w = fresh.where_.find(c);
+      if (m.connected && (w == fresh.where_.end() || w->second.gen != rr.gen || !w->second.member)) return true;
+    }
+    return false;
+  }
+
+  bool check_invariants() {
+    for (const auto& entry : fresh.barriers_) {
+      const barrier& bar = entry.second;
+      if (inconsistent(bar, bar.open, false) ||
+          std::any_of(bar.gathered.begin(), bar.gathered.end(),
+                      [&](const auto& g) { return inconsistent(bar, g.second, true); }))
+        return (error = fmt::format("an inconsistent round of barrier {}/{}", bar.scope, bar.name)), false;
+    }
+    return true;
+  }
+};
 
 bool barrier_set::load_round(text_state::reader& r, round& out, std::string& error) {
   std::string_view chief;
@@ -144,164 +317,20 @@ bool barrier_set::load_round(text_state::reader& r, round& out, std::string& err
 }
 
 bool barrier_set::load(std::string_view text, std::string& error) {
-  using text_state::reader;
-  barrier_set fresh;
-  fresh.max_barriers_ = max_barriers_;
-  fresh.keep_recent_ = keep_recent_;
-  load_state st;
-  barrier* b = nullptr;
-  round* r = nullptr;
-  bool have_set = false, ended = false;
-  std::vector<std::tuple<conn_id, const key*, std::uint64_t, bool>> waits;
-  bool ok = text_state::each_line(text, [&](std::string_view line) {
-    ++st.line_no;
-    if (ended) return st.fail("text after the end");
-    reader rd(line);
-    std::string_view kind;
-    rd.word(kind);
-    if (!have_set) {
-      int version = 0;
-      std::size_t nv = 0;
-      if (kind != "set" || !rd.num(version) || version != dump_version || !rd.num(fresh.next_restored_) ||
-          !rd.num(fresh.via_now_) || !rd.num(nv) || nv == 0)
-        return st.fail("not a state of this version");
-      fresh.vias_.clear();
-      for (std::size_t i = 0; i < nv; ++i) {
-        std::string v;
-        if (!rd.str(v)) return st.fail("a malformed host list");
-        fresh.vias_.push_back(std::move(v));
-      }
-      if (!rd.at_end() || fresh.via_now_ >= fresh.vias_.size()) return st.fail("a malformed host list");
-      have_set = true;
-      return true;
-    }
-    if (kind == "bar") {
-      std::string scope, name;
-      if (!rd.str(scope) || !rd.str(name)) return st.fail("a malformed barrier");
-      auto [it, fresh_key] = fresh.barriers_.try_emplace(key{scope, name});
-      if (!fresh_key) return st.fail("a barrier twice");
-      b = &it->second;
-      b->scope = scope;
-      b->name = name;
-      r = nullptr;
-      if (!rd.flag(b->aborted) || !rd.num(b->aborted_gen) || !rd.str(b->abort_reason) ||
-          !rd.num(b->last_activity) || !rd.at_end())
-        return st.fail("a malformed barrier");
-      b->open.gen = 0;  // until its "rnd open" line
-      return true;
-    }
-    if (kind == "end") {
-      ended = rd.at_end();
-      return ended || st.fail("a malformed end");
-    }
-    if (!b) return st.fail("a line before any barrier");
-    if (kind == "fin") {
-      finished f;
-      int v = 0;
-      std::size_t n = 0;
-      if (!rd.num(f.gen) || !rd.num(v) || !verdict_of(v, f.v) || !rd.str(f.message) || !rd.num(n))
-        return st.fail("a malformed finished round");
-      for (std::size_t i = 0; i < n; ++i) {
-        std::string id;
-        if (!rd.str(id)) return st.fail("a malformed finished round");
-        f.ids.push_back(std::move(id));
-      }
-      if (!rd.at_end() || !std::is_sorted(f.ids.begin(), f.ids.end()) || b->recent.size() >= max_recent_rounds)
-        return st.fail("a malformed finished round");
-      b->recent.push_back(std::move(f));
-      return true;
-    }
-    if (kind == "rnd") {
-      std::string_view which;
-      round fresh_round;
-      std::string why;
-      if (!rd.word(which) || (which != "open" && which != "gathered") || !load_round(rd, fresh_round, why))
-        return st.fail(why.empty() ? "a malformed round" : why);
-      if (which == "open") {
-        if (b->open.gen != 0 || fresh_round.gen == 0) return st.fail("a second open round");
-        b->open = std::move(fresh_round);
-        r = &b->open;
-      } else {
-        if (b->open.gen == 0) return st.fail("a gathered round before the open one");
-        auto [it, added] = b->gathered.emplace(fresh_round.gen, std::move(fresh_round));
-        if (!added) return st.fail("a gathered round twice");
-        r = &it->second;
-      }
-      return true;
-    }
-    if (kind == "mem") {
-      if (!r) return st.fail("a member outside a round");
-      conn_id c = 0;
-      member m;
-      if (!rd.num(c) || !rd.opt(m.rank) || !rd.str(m.host) || !rd.num(m.pid) || !rd.num(m.via) || !rd.str(m.id) ||
-          !rd.flag(m.chief) || !rd.flag(m.durable) || !rd.flag(m.connected) || !rd.flag(m.wants_release) ||
-          !rd.num(m.since) || !rd.at_end() || m.via >= fresh.vias_.size())
-        return st.fail("a malformed member");
-      if (m.rank && !r->by_rank.emplace(*m.rank, c).second) return st.fail("a rank twice in one round");
-      if (!r->by_id.emplace(m.id, c).second) return st.fail("an id twice in one round");
-      if (!r->members.emplace(c, std::move(m)).second) return st.fail("a member twice");
-      return true;
-    }
-    if (kind == "gone") {
-      if (!r) return st.fail("a departure outside a round");
-      gone g;
-      int how = 0;
-      if (!rd.opt(g.rank) || !rd.str(g.host) || !rd.num(g.pid) || !rd.num(how) || !departure_of(how, g.how) ||
-          !rd.num(g.when) || !rd.str(g.id) || !rd.at_end() || r->departed.size() >= max_departed)
-        return st.fail("a malformed departure");
-      r->departed.push_back(std::move(g));
-      return true;
-    }
-    if (kind == "at") {
-      conn_id c = 0;
-      std::uint64_t gen = 0;
-      bool is_member = false;
-      if (!rd.num(c) || !rd.num(gen) || !rd.flag(is_member) || !rd.at_end()) return st.fail("a malformed wait");
-      waits.emplace_back(c, &fresh.barriers_.find(key{b->scope, b->name})->first, gen, is_member);
-      return true;
-    }
-    return st.fail("an unknown line");
-  });
-  if (ok && !ended) ok = st.fail("no end (cut short?)");
+  loader l;
+  l.fresh.max_barriers_ = max_barriers_;
+  l.fresh.keep_recent_ = keep_recent_;
+  bool ok = text_state::each_line(text, [&](std::string_view line) { return l.line(line); });
+  if (ok && !l.ended) ok = l.fail("no end (cut short?)");
   if (!ok) {
-    error = st.error.empty() ? "a state cut short (a line without its end)" : st.error;
+    error = l.error.empty() ? "a state cut short (a line without its end)" : l.error;
     return false;
   }
-  // Every reference must hold: chiefs are members, waits name a round that has them.
-  for (auto& [k, bar] : fresh.barriers_) {
-    if (bar.open.gen == 0) return (error = "a barrier without its open round"), false;
-    auto check = [&](const round& rr) { return !rr.chief || rr.members.count(*rr.chief) != 0; };
-    if (!check(bar.open) || !std::all_of(bar.gathered.begin(), bar.gathered.end(),
-                                         [&](const auto& g) { return check(g.second); }))
-      return (error = "a chief that is not a member"), false;
+  if (!l.check_references() || !l.check_invariants()) {
+    error = l.error;
+    return false;
   }
-  for (const auto& [c, k, gen, is_member] : waits) {
-    // Kept as they were, even one whose round has gone: leave() tolerates those, so a loaded set must too.
-    if (!fresh.where_.emplace(c, location{k, gen, is_member}).second)
-      return (error = "a connection that waits twice"), false;
-  }
-  // The rules' invariants, which every state they make holds (state_dump_test):
-  // a text that breaks one would make rounds that never complete, or worse.
-  for (const auto& entry : fresh.barriers_) {
-    const barrier& bar = entry.second;  // (a structured binding cannot be captured before C++20's clang 16)
-    auto bad = [&](const round& rr, bool gathered) {
-      if (rr.n && (*rr.n == 0 || *rr.n > proto::max_n)) return true;
-      if (!rr.members.empty() && !rr.n) return true;
-      if (gathered ? (!rr.n || rr.members.size() != *rr.n || rr.gen >= bar.open.gen)
-                   : (rr.n && rr.members.size() >= *rr.n))
-        return true;
-      for (const auto& [c, m] : rr.members) {
-        if (m.rank && (!rr.n || *m.rank >= *rr.n)) return true;
-        auto w = fresh.where_.find(c);
-        if (m.connected && (w == fresh.where_.end() || w->second.gen != rr.gen || !w->second.member)) return true;
-      }
-      return false;
-    };
-    if (bad(bar.open, false) ||
-        std::any_of(bar.gathered.begin(), bar.gathered.end(), [&](const auto& g) { return bad(g.second, true); }))
-      return (error = fmt::format("an inconsistent round of barrier {}/{}", bar.scope, bar.name)), false;
-  }
-  *this = std::move(fresh);
+  *this = std::move(l.fresh);
   // where_ points at the keys of barriers_: a moved std::map keeps its nodes, so they hold.
   return true;
 }

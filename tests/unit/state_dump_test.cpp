@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 #include <random>
 
 #include "door.h"
@@ -14,6 +15,18 @@ namespace tfb {
 namespace {
 
 using proto::verdict;
+
+/// An ARRIVE request of barrier scope/name, of n participants.
+proto::arrive arrive_req(std::string scope, std::string name, std::uint32_t n, std::string id,
+                         std::optional<std::uint32_t> rank = std::nullopt) {
+  proto::arrive ar;
+  ar.scope = std::move(scope);
+  ar.name = std::move(name);
+  ar.n = n;
+  ar.id = std::move(id);
+  ar.rank = rank;
+  return ar;
+}
 
 /// Random but plausible inputs: a few barriers, ranks, chiefs, verdicts,
 /// aborts, departures of every kind and forgetting; each arrival or decision
@@ -152,12 +165,7 @@ TEST(StateDump, ALoadedSetBehavesAsTheOneDumped) {
 TEST(StateDump, StringsWithSpacesAndNewlinesRoundTrip) {
   barrier_set a, b;
   output out;
-  proto::arrive ar;
-  ar.name = "e 1";
-  ar.scope = "s%2";
-  ar.n = 3;
-  ar.id = "";
-  a.arrive(1, ar, peer_info{"host\nwith newline", 4}, 10, out);
+  a.arrive(1, arrive_req("s%2", "e 1", 3, ""), peer_info{"host\nwith newline", 4}, 10, out);
   proto::abort_req ab{"x", "y", "a reason\r\nwith = % signs"};
   a.abort(2, ab, 11, out);
   std::string error;
@@ -178,12 +186,7 @@ TEST(StateDump, BrokenTextIsRefusedAndChangesNothing) {
   std::string text = a.dump();
   barrier_set b;
   output out;
-  proto::arrive ar;
-  ar.name = "keep";
-  ar.scope = "job";
-  ar.n = 2;
-  ar.id = "me";
-  b.arrive(1, ar, peer_info{"h", 1}, 1, out);
+  b.arrive(1, arrive_req("job", "keep", 2, "me"), peer_info{"h", 1}, 1, out);
   const std::string before = b.dump();
   std::string error;
   // Every cut short, and a few lines changed: refused with a reason, b unchanged.
@@ -260,15 +263,7 @@ TEST(StateDump, AHostBackBeforeItsOldEndIsWrittenDumpsBothIncarnations) {
   store::presence p{store::state_machine_version, "n", "x", 1};
   a.host_up("A:1", 5, p);
   output out;
-  std::vector<std::string> lines{store::encode(input::arrive{1, [] {
-    proto::arrive ar;
-    ar.name = "e";
-    ar.scope = "job";
-    ar.n = 2;
-    ar.rank = 0;
-    ar.id = "p0";
-    return ar;
-  }(), peer_info{"n", 1}, 10})};
+  std::vector<std::string> lines{store::encode(input::arrive{1, arrive_req("job", "e", 2, "p0", 0u), peer_info{"n", 1}, 10})};
   std::string key = store::layout{"/t"}.input("A:1", 5, 0), error;
   ASSERT_TRUE(a.apply_batch("A:1", 5, key, store::seal_batch(lines, key, nullptr), nullptr, out, error)) << error;
   a.host_up("A:1", 9, p);
@@ -322,14 +317,8 @@ TEST(StateDump, AReplicaLoadedFromASnapshotRoutesAsTheOthers) {
     std::string key = store::layout{"/t"}.input(h, inc, seq), error;
     ASSERT_TRUE(r.apply_batch(h, inc, key, store::seal_batch(lines, key, nullptr), nullptr, o, error)) << error;
   };
-  proto::arrive ar;
-  ar.name = "e";
-  ar.scope = "job";
-  ar.n = 3;
   auto arrive = [&](conn_id conn, std::uint32_t rank) {
-    ar.rank = rank;
-    ar.id = "r" + std::to_string(rank);
-    return input::arrive{conn, ar, peer_info{"node", rank}, 100};
+    return input::arrive{conn, arrive_req("job", "e", 3, "r" + std::to_string(rank), rank), peer_info{"node", rank}, 100};
   };
   batch(a, "A:1", 10, 0, {arrive(1, 0)}, out);
   batch(a, "C:1", 12, 0, {arrive(5, 1)}, out);
