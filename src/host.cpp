@@ -1046,6 +1046,9 @@ void server::deliver(output& out, bool replayed) {
   out.log.clear();
   if (!out.rounds.empty()) note_rounds(out);
   for (const auto& e : out.sends) {
+    // A reply from the log: the connection's input was applied. If it waits
+    // no more, its close needs no departure in the store (link_door).
+    if (!replica_->waiting_here(e.to)) link_door_->settled(e.to);
     if (!std::holds_alternative<proto::error_reply>(e.msg)) continue;
     auto it = sessions_.find(e.to);
     if (it != sessions_.end()) it->second->refused();

@@ -163,20 +163,26 @@ class link_door final : public door {
   bool submit(const door_input& in, output&, std::string&) override {
     if (const auto* a = std::get_if<input::arrive>(&in)) joined_.insert(a->c);
     if (const auto* d = std::get_if<input::decide>(&in)) joined_.insert(d->c);
-    if (const auto* l = std::get_if<input::leave>(&in); l && l->how != departure::left) {
-      // A connection that never arrived or decided (STATUS, PING) leaves
-      // nothing to withdraw: not worth an etcd write for each `tfbarrier
-      // status`. One that did is always written, even when this replica
-      // shows it no longer waiting: its ARRIVE may not be applied yet (still
-      // being written, or not back from the watch), and without the
-      // departure after it the dead participant would count for good.
-      // After a release the departure changes nothing.
-      if (joined_.erase(l->c) == 0) return true;
+    if (const auto* l = std::get_if<input::leave>(&in)) {
+      // A connection that never arrived or decided (STATUS, PING), or whose
+      // arrival was applied and has ended (settled), leaves nothing to
+      // withdraw: not worth an etcd write for each `tfbarrier status`, nor
+      // for each participant closing after its RELEASE. One whose ARRIVE is
+      // written but not applied yet (still being written, or not back from
+      // the watch) is always written: without the departure after it the
+      // dead participant would count for good. An explicit LEAVE has a reply,
+      // so it is always written; a close after it changes nothing.
+      bool joined = joined_.erase(l->c) != 0;
+      if (!joined && l->how != departure::left) return true;
     }
     std::string line = encode(in);
     if (!line.empty()) link_.write(std::move(line));
     return true;
   }
+  /// Connection c got a reply of the applied log and waits no more: its
+  /// ARRIVE or DECIDE (one per connection, host_conn) was applied and has
+  /// ended, so its departure would change nothing.
+  void settled(conn_id c) { joined_.erase(c); }
 
  private:
   link& link_;

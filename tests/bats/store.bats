@@ -80,6 +80,29 @@ arrived_on() {
   assert_json barriers.0.round 2
 }
 
+@test "participants closing after their release write no departure to the store; one killed while it waits does" {
+  three_hosts
+  on 0 p0 --name q1 --n 3 --rank 0
+  on 1 p1 --name q1 --n 3 --rank 1
+  on 2 p2 --name q1 --n 3 --rank 2
+  expect_exits 0 p0 p1 p2
+  local inputs="/${STORE#etcd://*/}/in/"
+  sleep 1  # a departure would be written within the writer's next batch
+  run -0 ctl get --prefix "$inputs" --print-value-only
+  [ "$(grep -c '^A ' <<<"$output")" = 3 ]
+  [ "$(grep -c '^L ' <<<"$output" || true)" = 0 ]
+  # A participant that dies while it waits is withdrawn through the store.
+  on 1 k0 --name q2 --n 2 --rank 0
+  arrived_on 0 q2 1
+  local w
+  w=$(pgrep -P "${PID_OF[k0]}")  # the wait under spawn's timeout
+  [ -n "$w" ]
+  kill -9 "$w"
+  arrived_on 2 q2 0
+  run -0 ctl get --prefix "$inputs" --print-value-only
+  [ "$(grep -c '^L ' <<<"$output")" = 1 ]
+}
+
 @test "status on any host shows the whole barrier, with the node of each rank and the host it came through" {
   three_hosts
   on 0 p0 --name v1 --n 3 --rank 0
