@@ -195,7 +195,7 @@ std::unique_ptr<client> load_client(const client_config& c, std::string& error) 
 
 bool link::sleep_for(std::chrono::milliseconds d) {
   std::unique_lock lk(m_);
-  cv_.wait_for(lk, d, [&] { return stopping_; });
+  stop_cv_.wait_for(lk, d, [&] { return stopping_; });
   return !stopping_;
 }
 
@@ -282,7 +282,7 @@ void link::write(std::string line) {
     std::lock_guard lk(m_);
     queue_.push_back(std::move(line));
   }
-  cv_.notify_all();
+  cv_.notify_one();  // the writer: the only thread waiting on cv_
 }
 
 void link::mark_gone(const std::string& h, std::int64_t inc, std::string presence) {
@@ -292,7 +292,7 @@ void link::mark_gone(const std::string& h, std::int64_t inc, std::string presenc
     std::string value = seal_gone(key, presence, s_.secret);
     chores_.push_back(chore{std::move(key), std::move(value), 0});
   }
-  cv_.notify_all();
+  janitor_cv_.notify_one();
 }
 
 void link::write_snapshot(std::int64_t rev, std::string text) {
@@ -300,7 +300,7 @@ void link::write_snapshot(std::int64_t rev, std::string text) {
     std::lock_guard lk(m_);
     chores_.push_back(chore{{}, std::move(text), rev});
   }
-  cv_.notify_all();
+  janitor_cv_.notify_one();
 }
 
 void link::reregister() {
@@ -319,6 +319,8 @@ void link::stop() {
     stopping_ = true;
   }
   cv_.notify_all();
+  janitor_cv_.notify_all();
+  stop_cv_.notify_all();
   for (auto* c : {writer_c_.get(), keeper_c_.get(), watcher_c_.get(), janitor_c_.get()})
     if (c) c->cancel();
   for (auto* t : {&writer_, &keeper_, &watcher_, &janitor_})
@@ -676,16 +678,22 @@ void link::janitor_loop() {
     chore ch;
     bool have = false;
     {
-      std::unique_lock lk(m_);
       // A chore that failed waits its turn again, behind the alarm check: one
       // end that cannot be written (NOSPACE, fenced) must not stop the rest.
-      cv_.wait_until(lk, std::min(next_check, std::max(next_try, std::chrono::steady_clock::now())),
-                     [&] { return stopping_ || (!chores_.empty() && std::chrono::steady_clock::now() >= next_try); });
-      if (stopping_) return;
-      if (!chores_.empty() && std::chrono::steady_clock::now() >= next_try) {
-        ch = std::move(chores_.front());
-        chores_.pop_front();
-        have = true;
+      // The deadline is worked out again at each wake-up: with no chore, the
+      // next alarm check (a deadline of "now" would spin).
+      std::unique_lock lk(m_);
+      for (;;) {
+        if (stopping_) return;
+        auto now = std::chrono::steady_clock::now();
+        if (!chores_.empty() && now >= next_try) {
+          ch = std::move(chores_.front());
+          chores_.pop_front();
+          have = true;
+          break;
+        }
+        if (now >= next_check) break;
+        janitor_cv_.wait_until(lk, chores_.empty() ? next_check : std::min(next_check, next_try));
       }
     }
     if (std::chrono::steady_clock::now() >= next_check) {

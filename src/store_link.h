@@ -138,7 +138,9 @@ class link {
   std::deque<chore> chores_;  ///< the janitor's, under m_
   bool nospace_ = false;      ///< janitor only: etcd's NOSPACE alarm is on
   std::mutex m_;
-  std::condition_variable cv_;
+  std::condition_variable cv_;          ///< the writer's: a line queued, reregister, stop
+  std::condition_variable janitor_cv_;  ///< a chore queued, stop
+  std::condition_variable stop_cv_;     ///< stop (sleep_for)
   std::deque<std::string> queue_;
   bool reregister_ = false;
   bool stopping_ = false;

@@ -103,6 +103,19 @@ arrived_on() {
   [ "$(grep -c '^L ' <<<"$output")" = 1 ]
 }
 
+@test "an idle host with a store uses no CPU (its janitor thread once spun between alarm checks)" {
+  store_host 0
+  sleep 1
+  local pid=${STORE_PID[0]} before after
+  cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }  # utime + stime, all threads
+  before=$(cpu_ticks "$pid")
+  sleep 3
+  after=$(cpu_ticks "$pid")
+  # The spinning thread took 0.5 s of every 3 (50 ticks); a lease keep-alive takes ~0.
+  echo "ticks over 3 s: $((after - before))"
+  [ $((after - before)) -le 10 ]
+}
+
 @test "status on any host shows the whole barrier, with the node of each rank and the host it came through" {
   three_hosts
   on 0 p0 --name v1 --n 3 --rank 0
