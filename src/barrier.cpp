@@ -312,11 +312,16 @@ void barrier_set::release(barrier& b, round& r, millis now, output& out) {
   record(b, r, round_record::ending::release, now, out);
   std::uint32_t delivered = 0;
   std::vector<conn_id> want_count;
+  out.sends.reserve(out.sends.size() + (out.only_to ? 0 : r.members.size() + r.deciders.size()));
   for (auto& [c, m] : r.members) {
     if (!m.connected) continue;
     where_.erase(c);
     if (m.wants_release) {
       want_count.push_back(c);
+      continue;
+    }
+    if (!out.wanted(c)) {
+      ++delivered;
       continue;
     }
     if (m.chief && !m.durable) {
@@ -340,7 +345,8 @@ void barrier_set::release(barrier& b, round& r, millis now, output& out) {
   b.recent.push_front(std::move(f));
   if (b.recent.size() > max_recent_rounds) b.recent.pop_back();
   out.ended.push_back(round_end{false, r.v, r.started && r.complete_at >= r.opened ? r.complete_at - r.opened : -1});
-  for (conn_id c : want_count) out.sends.push_back({c, proto::release{b.name, r.gen, r.v, delivered, r.message}});
+  for (conn_id c : want_count)
+    if (out.wanted(c)) out.sends.push_back({c, proto::release{b.name, r.gen, r.v, delivered, r.message}});
   out.log.push_back(fmt::format("release {}: {} participant{}, verdict {}{}{}", label(b, r.gen), *r.n,
                                 *r.n == 1 ? "" : "s",
                                 proto::to_string(r.v), r.message.empty() ? "" : ": ", r.message));
@@ -495,12 +501,12 @@ void barrier_set::abort(conn_id c, const proto::abort_req& a, millis now, output
     for (auto& [mc, m] : r.members) {
       if (!m.connected) continue;
       where_.erase(mc);
-      out.sends.push_back({mc, proto::aborted{b.name, r.gen, std::nullopt, a.reason}});
+      if (out.wanted(mc)) out.sends.push_back({mc, proto::aborted{b.name, r.gen, std::nullopt, a.reason}});
       ++notified;
     }
     for (conn_id dc : r.deciders) {
       where_.erase(dc);
-      out.sends.push_back({dc, proto::aborted{b.name, r.gen, std::nullopt, a.reason}});
+      if (out.wanted(dc)) out.sends.push_back({dc, proto::aborted{b.name, r.gen, std::nullopt, a.reason}});
     }
   };
   for (auto& [g, r] : b.gathered) {

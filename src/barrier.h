@@ -4,6 +4,7 @@
 // Every rule here is in docs/protocol.md and tested in tests/unit/barrier_test.cpp.
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -67,6 +68,11 @@ struct output {
   std::vector<journal_entry> journal;  ///< to persist before `sends` go out
   std::vector<round_end> ended;        ///< rounds released or aborted (metrics)
   std::vector<round_record> rounds;    ///< rounds that ended in this step, for the arrival history (history.h)
+  /// Set by a host with a store (replica.h): a release's or an abort's replies
+  /// go only to the connections it accepts. The others' waits end all the
+  /// same, unseen: their own hosts tell them. Null: every reply.
+  const std::function<bool(conn_id)>* only_to = nullptr;
+  bool wanted(conn_id c) const { return !only_to || (*only_to)(c); }
 };
 
 using proto::departure;

@@ -88,7 +88,10 @@ bool open_gone(std::string_view key, std::string_view value, const std::string* 
 class replica {
  public:
   /// self: this host's key name ("node1:7727").
-  replica(std::string self, barrier_set& state) : self_(std::move(self)), state_(state) {}
+  replica(std::string self, barrier_set& state)
+      : self_(std::move(self)), state_(state), own_([this](conn_id rid) { return own(rid); }) {}
+  replica(const replica&) = delete;  // own_ holds this
+  replica& operator=(const replica&) = delete;
   /// This host's current incarnation (the create_revision of its presence key).
   void set_incarnation(std::int64_t inc) { self_inc_ = inc; }
   std::int64_t incarnation() const { return self_inc_; }
@@ -146,6 +149,8 @@ class replica {
   /// Keeps this host's replies (under their own connection ids), drops the rest.
   void route(output& out, std::size_t from);
   void forget(conn_id rid);
+  /// Whether a reply ending rid's wait is this host's to send (else rid is forgotten).
+  bool own(conn_id rid);
 
   std::string self_;
   std::int64_t self_inc_ = 0;
@@ -156,6 +161,7 @@ class replica {
   std::unordered_map<conn_id, gid> back_;
   conn_id next_ = 1;
   millis last_now_ = 0;
+  std::function<bool(conn_id)> own_;  ///< output::only_to while an input is applied
 };
 
 }  // namespace tfb::store

@@ -202,6 +202,33 @@ TEST(Replica, TwoHostsReachTheSameReleaseAndEachRepliesToItsOwn) {
   EXPECT_FALSE(t.a.waiting_here(1));
 }
 
+TEST(Replica, EachHostBuildsOnlyItsOwnRepliesOfAReleaseOrAnAbort) {
+  two_hosts t;
+  // Three of A's, one of B's: at the release, A builds three replies and B one.
+  t.write("A:1", 10, {arrival(1, "e", 4, 0, 100), arrival(2, "e", 4, 1, 100), arrival(3, "e", 4, 2, 100)});
+  auto [a1, b1] = t.write("B:1", 11, {arrival(7, "e", 4, 3, 101)});
+  ASSERT_EQ(a1.sends.size(), 3u);
+  for (const auto& e : a1.sends) EXPECT_NE(e.to, 7u);
+  for (conn_id c : {1, 2, 3}) EXPECT_NE(lines_to(a1, c).find("RELEASE name=e gen=1"), std::string::npos);
+  ASSERT_EQ(b1.sends.size(), 2u);  // its WAITING, then its RELEASE
+  EXPECT_NE(lines_to(b1, 7).find("RELEASE name=e gen=1"), std::string::npos);
+  EXPECT_EQ(t.a.identities(), 0u);  // B's participant, unseen by A, is forgotten all the same
+  EXPECT_EQ(t.b.identities(), 0u);
+  // An abort from B of a round with members on both: A tells its own only.
+  t.write("A:1", 10, {arrival(4, "f", 3, 0, 200)});
+  t.write("B:1", 11, {arrival(8, "f", 3, 1, 201)});
+  proto::abort_req ab{"job", "f", "bad data"};
+  auto [a2, b2] = t.write("B:1", 11, {input::abort{9, ab, 202}});
+  ASSERT_EQ(a2.sends.size(), 1u);
+  EXPECT_NE(lines_to(a2, 4).find("ABORTED name=f"), std::string::npos) << lines_to(a2, 4);
+  EXPECT_NE(lines_to(b2, 8).find("ABORTED name=f"), std::string::npos) << lines_to(b2, 8);
+  EXPECT_NE(lines_to(b2, 9).find("ABORTED name=f gen=1 notified=2"), std::string::npos) << lines_to(b2, 9);
+  EXPECT_EQ(t.a.identities(), 0u);
+  EXPECT_EQ(t.b.identities(), 0u);
+  proto::status_req all{"*", "", true};
+  EXPECT_EQ(proto::format_reply(t.sa.status(all, 300)), proto::format_reply(t.sb.status(all, 300)));
+}
+
 TEST(Replica, AVerdictFromOneHostReachesTheOther) {
   two_hosts t;
   auto chief = arrival(1, "e", 2, 0, 100);
