@@ -337,9 +337,11 @@ class engine {
     last_heard_ = clock::now();
     // Without a secret the request rides with HELLO; with one it waits for the host's proof.
     // Beyond loopback a host authenticates (MUNGE or a secret), so there is nothing to gain.
-    pipelined_ = peer_loopback_ && !o_.secret && !no_pipeline_;
+    // Nor when the host must be shown to be of the store given, before the request goes.
+    pipelined_ = peer_loopback_ && !o_.secret && !no_pipeline_ && o_.store.empty();
     client::conn_config cfg{o_.addr, o_.client_host, o_.pid, resumable_ ? keepalive_every_ : duration(0),
-                            o_.secret ? &*o_.secret : nullptr, pipelined_, !peer_loopback_ && !o_.insecure};
+                            o_.secret ? &*o_.secret : nullptr, pipelined_, !peer_loopback_ && !o_.insecure,
+                            o_.store};
     conn_.emplace(cfg, env_, request);
     write_sealed(conn_->start(auth::make_nonce()));
     conn_end end = co_await read_replies();

@@ -60,6 +60,9 @@ struct connect_options {
   /// Take a host beyond loopback that does not authenticate (auth=none);
   /// without it, such a host gets exit 77 before the request is sent.
   bool insecure = false;
+  /// The prefix of the store given (--store, TFBARRIER_STORE): the host must
+  /// name the same in its HELLO (client_conn.h). Empty: any host.
+  std::string store;
 };
 
 class coordinator {

@@ -129,6 +129,14 @@ conn_output client_conn::greeting(const proto::hello_reply& hr, std::string_view
                             "version of tfbarrier on the host and in the job",
                             cfg_.addr, hr.server.empty() ? "unnamed" : hr.server, hr.version, version,
                             protocol_version));
+  if (!cfg_.store.empty() && hr.store != cfg_.store)
+    return fail(exit_code::unreachable,
+                fmt::format("the host at {} {}, not in the store {} given here (--store or TFBARRIER_STORE): it is "
+                            "not this job's; stop it, or give this job another port (--port or TFBARRIER_PORT)",
+                            cfg_.addr,
+                            hr.store.empty() ? std::string("keeps its barriers itself (it has no store)")
+                                             : fmt::format("keeps its barriers in the store {}", quote_text(hr.store)),
+                            quote_text(std::string(cfg_.store))));
   if (hr.auth != "none" && hr.auth != "hmac" && hr.auth != "munge")
     return fail(exit_code::protocol,
                 fmt::format("the host at {} asks for authentication {}, which this tfbarrier {} does not know (it "

@@ -46,6 +46,10 @@ struct conn_config {
   /// Refuse a host that does not authenticate (auth=none) with exit 77: set
   /// beyond loopback, unless the participant was told --insecure.
   bool require_auth = false;
+  /// The store (its prefix, store_name.h) the caller was given: a host that
+  /// names another in its HELLO, or none, is refused before the request goes
+  /// (so pipeline must be false). Empty: any host.
+  std::string_view store;
 };
 
 enum class conn_event {

@@ -871,6 +871,7 @@ bool server::open_store(std::string& error) {
   store::address at;
   bool tls = !opts_.store_ca.empty() || !opts_.store_cert.empty();
   if (!store::parse_store(*opts_.store, tls, at, error)) return false;
+  conn_config_.store = at.prefix;  // named in HELLO: a client given another store refuses this host
   store::link::settings ls;
   ls.client.endpoints = at.endpoints;
   ls.client.ca = opts_.store_ca;

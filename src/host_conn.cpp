@@ -71,6 +71,7 @@ host_step host_conn::hello(const host_conn_config& cfg, const proto::hello& h, s
   peer_ = {h.host, h.pid};
   if (h.keepalive_ms > 0) keepalive_ms_ = std::max<std::uint32_t>(h.keepalive_ms, 100);
   proto::hello_reply hr{protocol_version, cfg.server, "none"};
+  hr.store = cfg.store;
   if (!secret && !munge) {
     host_step s = reply(hr, false);
     s.timer = host_step::deadline::handshake_over;  // no authentication: done

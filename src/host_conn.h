@@ -76,6 +76,7 @@ struct host_conn_config {
   bool munge = false;                 ///< MUNGE (when there is no secret)
   std::string server;                 ///< the HELLO reply's server=, "tfbarrier/VERSION"
   host_services* services = nullptr;  ///< needed when secret or munge is set
+  std::string store;                  ///< the HELLO reply's store=: a host with a store, its prefix
 };
 
 /// One step: what the host does after one line (or a deadline).

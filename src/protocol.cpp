@@ -528,6 +528,7 @@ std::string format_reply(const reply& rep) {
           add(l, "v", std::to_string(m.version));
           add(l, "server", m.server);
           add(l, "auth", m.auth);
+          if (!m.store.empty()) add(l, "store", m.store);
           if (!m.nonce.empty()) add(l, "nonce", m.nonce);
           if (!m.proof.empty()) add(l, "proof", m.proof);
           if (!m.cred.empty()) add(l, "cred", m.cred);
@@ -735,6 +736,7 @@ std::optional<reply> reply_reader::feed(std::string_view raw, std::string& error
     h.nonce = r.optional_str("nonce");
     h.proof = r.optional_str("proof");
     h.cred = r.optional_str("cred");
+    h.store = r.optional_str("store");
     out = h;
   } else if (verb == "WAITING") {
     out = waiting{name(), r.u64("gen"), opt_field(r, "arrived").value_or(0), opt_field(r, "n")};

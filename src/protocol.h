@@ -133,6 +133,7 @@ struct hello_reply {
   std::string nonce;          ///< auth=hmac: the host's fresh nonce
   std::string proof;          ///< auth=hmac: the host's proof that it knows the secret
   std::string cred;           ///< auth=munge: the host's MUNGE credential (with '=' written as '_')
+  std::string store;          ///< a host with a store: its prefix (store_name.h); empty without
 };
 struct waiting {
   std::string name;

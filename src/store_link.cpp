@@ -16,6 +16,7 @@
 #include <set>
 
 #include "address.h"
+#include "store_name.h"
 #include "auth.h"
 #include "exit_codes.h"
 #include "private_files.h"
@@ -71,8 +72,7 @@ bool parse_store(std::string_view text, bool tls, address& out, std::string& err
   std::string_view hosts = text.substr(0, slash);
   out = address{};
   if (slash != std::string_view::npos) {
-    std::string_view p = text.substr(slash);
-    while (p.size() > 1 && p.ends_with('/')) p.remove_suffix(1);
+    std::string p = store_prefix_of(text);  // as a client names it (store_name.h)
     if (p == "/") return bad("the prefix is empty");
     for (char ch : p)
       if (static_cast<unsigned char>(ch) <= 0x20 || ch == 0x7f) return bad("the prefix has a space or control character");

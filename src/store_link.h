@@ -20,6 +20,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "store_name.h"
 #include "replica.h"
 #include "store_client.h"
 
@@ -28,7 +29,7 @@ namespace tfb::store {
 /// Parsed `--store etcd://H1:P1,H2:P2[/PREFIX]` (the scheme says which store).
 struct address {
   std::vector<std::string> endpoints;  ///< "http://H:P" (https when TLS files are given)
-  std::string prefix = "/tfbarrier";
+  std::string prefix{default_store_prefix};
 };
 /// False with error (a full sentence) for a malformed store address.
 bool parse_store(std::string_view text, bool tls, address& out, std::string& error);

@@ -13,6 +13,7 @@
 #include "auth.h"
 #include "exit_codes.h"
 #include "private_files.h"
+#include "store_name.h"
 #include "text.h"
 
 namespace tfb {
@@ -192,6 +193,7 @@ connect_options connection(const settings& s, const common_options& c) {
   if (c.keepalive) o.keepalive = *c.keepalive;
   o.quiet_reconnect = c.quiet;
   o.insecure = s.insecure.value.value_or(false);
+  if (s.store.value) o.store = store_prefix_of(*s.store.value);
   if (s.may_start_host) {
     settings copy = s;
     bool quiet = c.quiet;

@@ -404,6 +404,31 @@ rounds() {
   stop_self_started "$log" "127.0.0.1:$login"
 }
 
+@test "a command given a store refuses a host on its port that has no store or another one: nothing reaches that host" {
+  # The user's own host of something else holds the port this job expected its door on.
+  local port
+  port=$(free_port)
+  start_host_on "127.0.0.1:$port"
+  spawn w env TFBARRIER_ADDR="127.0.0.1:$port" "$TFB" wait --name g1 --n 2 --rank 1
+  TFBARRIER_ADDR="127.0.0.1:$port" wait_arrived g1 1
+  run -69 env -u TFBARRIER_ADDR TFBARRIER_PORT="$port" "$TFB" decide stop --store "$STORE" --name g1 --n 2 --rank 0
+  assert_output --partial "the host at 127.0.0.1:$port keeps its barriers itself (it has no store), not in the store \"/${STORE#etcd://*/}\""
+  assert_output --partial "stop it, or give this job another port (--port or TFBARRIER_PORT)"
+  run -69 env -u TFBARRIER_ADDR TFBARRIER_PORT="$port" TFBARRIER_STORE="$STORE" "$TFB" wait --name g1 --n 2 --rank 0
+  assert_output --partial "it has no store"
+  # Neither the verdict nor the arrival reached it: its participant still waits, alone.
+  TFBARRIER_ADDR="127.0.0.1:$port" wait_arrived g1 1
+  still_running 0.2 w
+  # A host of another store (another prefix) on the port.
+  store_host 0
+  run -69 env -u TFBARRIER_ADDR TFBARRIER_PORT="${STORE_PORT[0]}" "$TFB" status --store "${STORE}-other" --name g1
+  assert_output --partial "keeps its barriers in the store \"/${STORE#etcd://*/}\", not in the store \"/${STORE#etcd://*/}-other\""
+  # The same store, written another way (endpoints in another order, a trailing slash): taken.
+  local eps=${STORE#etcd://}
+  eps=${eps%%/*}
+  run -0 env -u TFBARRIER_ADDR TFBARRIER_PORT="${STORE_PORT[0]}" "$TFB" status --store "etcd://${eps##*,},${eps%%,*}/${STORE#etcd://*/}/" --name g1
+}
+
 @test "with a store, a host is idle when none of its own connections is open, though the store's barriers are busy" {
   store_host 0
   store_host 1 --idle-exit 2s

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -184,6 +185,35 @@ TEST(ClientConn, AHostOfAnotherVersionRefusesUsAndBothVersionsAreNamed) {
                             "speaks protocol version 1, the client asked for 2; use matching tfbarrier versions; run "
                             "the same version of tfbarrier on the host and in the job",
                             version, protocol_version));
+}
+
+TEST(ClientConn, AHostOfAnotherStoreOrOfNoneIsRefusedBeforeTheRequestGoes) {
+  auto expecting = [](std::string_view store) {
+    auto c = std::make_unique<client_under_test>();
+    c->cfg.store = store;
+    c->conn.emplace(c->cfg, c->env, request);
+    c->hello = c->conn->start(c->client_nonce);
+    EXPECT_EQ(lines(c->hello).size(), 1u);  // HELLO alone
+    return c;
+  };
+  auto h = greeting();
+  h.store = "/job2";
+  // The line as a host sends it, and back.
+  EXPECT_CONTAINS(reply_line(h), " store=/job2");
+  auto other = expecting("/job1");
+  expect_failed(other->feed(h), exit_code::unreachable, "keeps its barriers in the store");
+  auto none = expecting("/job1");
+  auto out = none->feed(greeting());
+  expect_failed(out, exit_code::unreachable, "keeps its barriers itself (it has no store), not in the store");
+  EXPECT_CONTAINS(out.error, "/job1");
+  EXPECT_CONTAINS(out.error, "TFBARRIER_PORT");
+  auto same = expecting("/job2");
+  out = same->feed(h);
+  EXPECT_EQ(out.event, conn_event::greeted);
+  EXPECT_EQ(out.bytes, request);
+  // A client given no store takes any host.
+  client_under_test any;
+  EXPECT_EQ(any.feed(h).event, conn_event::greeted);
 }
 
 TEST(ClientConn, UnknownAuthentication) {
