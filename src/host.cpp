@@ -501,7 +501,7 @@ class server {
   /// Once this host has applied the store's log up to its own presence: accept.
   std::function<void()> on_caught_up;
   int exit_status() const { return exit_status_; }
-  /// After open_store failed: whether TLS refused this host (exit 77, not 69).
+  /// After open_store failed: whether TLS or etcd's authentication refused this host (exit 77, not 69).
   bool store_refused() const { return store_refused_; }
   void leave_store() {
     if (link_) link_->stop();
@@ -915,7 +915,7 @@ bool server::open_store(std::string& error) {
   link_ = std::make_unique<store::link>(std::move(ls), std::move(cb));
   if (!link_->start(error)) {
     error = fmt::format("cannot use the store {}: {}", *opts_.store, error);
-    store_refused_ = link_->refused_by_tls();
+    store_refused_ = link_->refused_access();
     link_.reset();
     return false;
   }

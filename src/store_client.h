@@ -97,10 +97,11 @@ class client {
                           const std::function<bool(const std::vector<event>&)>& on_events, std::string& error) = 0;
   /// Makes a blocked call of this client return soon (watch: cancelled; others: false). Thread-safe.
   virtual void cancel() = 0;
-  /// Whether the last call failed because TLS refused it at every endpoint
-  /// (etcd's certificate not trusted, or this client's refused or missing),
-  /// rather than because etcd was out of reach: authentication, not transport.
-  virtual bool refused_by_tls() const = 0;
+  /// Whether the last call failed because it was refused: by TLS at every
+  /// endpoint (etcd's certificate not trusted, or this client's refused or
+  /// missing), or by etcd's own authentication (auth enabled), rather than
+  /// because etcd was out of reach: authentication, not transport.
+  virtual bool refused_access() const = 0;
 };
 
 /// The end of the range of every key that starts with prefix (etcd's prefix rule).

@@ -264,7 +264,7 @@ bool link::start(std::string& error) {
   std::int64_t lease = 0, inc = 0;
   if (!ensure_origin(*writer_c_, error) || !check_versions(*writer_c_, error) ||
       !register_self(*writer_c_, lease, inc, error)) {
-    tls_refused_ = writer_c_->refused_by_tls();
+    access_refused_ = writer_c_->refused_access();
     return false;
   }
   lease_ = lease;

@@ -101,8 +101,8 @@ class link {
   /// Leaves the store: revokes the lease (the presence goes with it).
   void stop();
   std::int64_t origin_revision() const { return origin_rev_; }
-  /// After start failed: whether TLS refused it (authentication, not reach).
-  bool refused_by_tls() const { return tls_refused_; }
+  /// After start failed: whether TLS or etcd's authentication refused it (not reach).
+  bool refused_access() const { return access_refused_; }
   /// Batches written, for the benchmark's "etcd writes per round".
   std::uint64_t batches_written() const { return written_; }
 
@@ -148,7 +148,7 @@ class link {
   std::atomic<std::int64_t> lease_{0}, inc_{0};
   std::atomic<std::uint64_t> written_{0};
   std::int64_t origin_rev_ = 0;
-  bool tls_refused_ = false;
+  bool access_refused_ = false;
   std::int64_t watch_from_ = 0;  ///< watcher only
 };
 

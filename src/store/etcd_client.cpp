@@ -260,7 +260,7 @@ class etcd_client final : public client {
     std::string body = json{{"create_request", req}}.dump();
     watch_state w{on_events};
     attempts tried;
-    tls_refused_ = false;
+    access_refused_ = false;
     for (std::size_t attempt = 0; attempt < c_.endpoints.size(); ++attempt) {
       if (cancelled_) return watch_end::cancelled;
       const std::string& ep = endpoint();
@@ -284,12 +284,12 @@ class etcd_client final : public client {
       next_endpoint();
     }
     error = tried.text("no etcd endpoint answered the watch");
-    tls_refused_ = tried.all_tls();
+    access_refused_ = tried.all_tls();
     return watch_end::failed;
   }
 
   void cancel() override { cancelled_ = true; }
-  bool refused_by_tls() const override { return tls_refused_; }
+  bool refused_access() const override { return access_refused_; }
 
  private:
   struct watch_state {
@@ -384,6 +384,12 @@ class etcd_client final : public client {
                          false);
       default: tried.add(ep, describe(rc), "", false);
     }
+  }
+  /// etcd's refusals when auth is enabled and the call carries no token.
+  static bool auth_refusal(const std::string& msg) {
+    for (const char* s : {"user name is empty", "invalid auth token", "permission denied", "authentication failed"})
+      if (msg.find(s) != std::string::npos) return true;
+    return false;
   }
   /// etcd's words: {"error": "...", "message": "..."} from a call, or
   /// {"error": {"message": "...", ...}} from a stream (keepalive, watch).
@@ -516,7 +522,7 @@ class etcd_client final : public client {
   bool call_once(const std::string& path, const json& body, json& reply, std::string& error) {
     std::string text = body.dump();
     attempts tried;
-    tls_refused_ = false;
+    access_refused_ = false;
     for (std::size_t attempt = 0; attempt < c_.endpoints.size(); ++attempt) {
       if (cancelled_) return fail("cancelled", error);
       const std::string& ep = endpoint();
@@ -542,11 +548,21 @@ class etcd_client final : public client {
           next_endpoint();
           continue;
         }
+        if (auth_refusal(msg)) {
+          access_refused_ = true;
+          return fail("etcd at " + ep + ": " + msg +
+                          "; etcd has authentication on (etcdctl auth enable), and tfbarrier does not log in to "
+                          "etcd: it sends no user name and password, and etcd takes no user from a client "
+                          "certificate through its JSON gateway, which tfbarrier speaks. Give the job a prefix "
+                          "in an etcd without auth, and the hosts a shared --secret-file, so that every input "
+                          "carries an HMAC (docs/store.md, \"Authorization\")",
+                      error);
+        }
         return fail("etcd at " + ep + ": " + (msg.empty() ? "HTTP " + std::to_string(status) : msg), error);
       }
       return true;
     }
-    tls_refused_ = tried.all_tls();
+    access_refused_ = tried.all_tls();
     return fail(tried.text("no etcd endpoint answered"), error);
   }
 
@@ -555,7 +571,7 @@ class etcd_client final : public client {
   curl_slist* headers_ = nullptr;
   std::size_t current_ = 0;
   std::atomic<bool> cancelled_{false};
-  bool tls_refused_ = false;
+  bool access_refused_ = false;
   char errbuf_[CURL_ERROR_SIZE] = {};
 };
 

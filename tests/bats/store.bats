@@ -26,6 +26,7 @@ teardown() {
   local p
   for p in "${STORE_PID[@]}"; do kill -CONT "$p" 2>/dev/null || true; done
   if [ -n "${QUOTA_ETCD:-}" ]; then kill "$QUOTA_ETCD" 2>/dev/null || true; fi
+  if [ -n "${AUTH_ETCD_DIR:-}" ]; then "$BATS_TEST_DIRNAME/../tools/etcd-cluster" stop "$AUTH_ETCD_DIR" || true; fi
   teardown_common
 }
 
@@ -498,6 +499,22 @@ rounds() {
   assert_output --partial "check that etcd runs (\`etcdctl --endpoints=http://127.0.0.1:$p1,http://127.0.0.1:$p2 endpoint health\`)"
   assert_output --partial "that --store (or TFBARRIER_STORE) names its client addresses"
   assert_output --partial "a TLS etcd also needs --store-ca, --store-cert and --store-key"
+}
+
+@test "an etcd with authentication on (etcdctl auth enable): exit 77, saying that tfbarrier does not log in and what to do" {
+  local ep
+  AUTH_ETCD_DIR=$BATS_TEST_TMPDIR/etcd-auth  # stopped by teardown
+  ep=$("$BATS_TEST_DIRNAME/../tools/etcd-cluster" start "$AUTH_ETCD_DIR" 1 | tail -n 1)
+  actl() { ETCDCTL_API=3 etcdctl --endpoints="$ep" "$@"; }
+  actl user add root:rootpw >/dev/null
+  actl user grant-role root root >/dev/null
+  actl role add job >/dev/null
+  actl role grant-permission job --prefix=true readwrite /job >/dev/null
+  actl auth enable >/dev/null
+  run -77 timeout 30 "$TFB" serve --listen 127.0.0.1:0 --store "etcd://${ep#http://}/job"
+  assert_output --partial "etcdserver: user name is empty"
+  assert_output --partial "etcd has authentication on (etcdctl auth enable), and tfbarrier does not log in to etcd"
+  assert_output --partial "the hosts a shared --secret-file"
 }
 
 # ---- TLS: a 3-member etcd that serves https only and wants client certificates -------------------

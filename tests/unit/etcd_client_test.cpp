@@ -332,7 +332,7 @@ TEST_F(etcd, a_clear_error_when_no_endpoint_answers) {
             std::string::npos)
       << error;
   EXPECT_NE(error.find("a TLS etcd also needs --store-ca"), std::string::npos) << error;
-  EXPECT_FALSE(c->refused_by_tls());
+  EXPECT_FALSE(c->refused_access());
   auto end = c->watch("a", "", 0, [](const std::vector<event>&) { return true; }, error);
   EXPECT_EQ(end, watch_end::failed);
   EXPECT_NE(error.find("no etcd endpoint answered the watch"), std::string::npos) << error;

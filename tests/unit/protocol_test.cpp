@@ -1555,6 +1555,8 @@ struct host_example {
 std::vector<host_example> doc_host_lines() {
   return {
       {"HELLO v=2 server=tfbarrier/0.1.0 auth=none", hello_reply{2, "tfbarrier/0.1.0", "none"}, ""},
+      {"HELLO v=2 server=tfbarrier/0.1.0 auth=none store=/job42",
+       hello_reply{2, "tfbarrier/0.1.0", "none", "", "", "", "/job42"}, ""},
       {"ERR VERSION :this host (tfbarrier/0.1.0) speaks protocol version 2, and the client asked for version 7: run "
        "the same version of tfbarrier on the host and in the job",
        error_reply{error_kind::version,
