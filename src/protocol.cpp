@@ -517,6 +517,57 @@ std::vector<std::uint32_t> expand_ranges(std::string_view text, bool& cut) {
   return out;
 }
 
+namespace {
+/// A STATUS reply: BARRIER blocks with their MEMBER, GONE and MISSING lines, then END.
+void format_status(const status_reply& m, std::string& out) {
+  for (const auto& b : m.barriers) {
+    line bl;
+    bl.verb = "BARRIER";
+    add(bl, "scope", b.scope);
+    add(bl, "name", b.name);
+    add(bl, "gen", std::to_string(b.gen));
+    add(bl, "state", std::string(to_string(b.state)));
+    add(bl, "n", opt_num(b.n));
+    add(bl, "arrived", std::to_string(b.arrived));
+    add(bl, "chief", b.chief ? "1" : "0");
+    add(bl, "verdict", std::string(to_string(b.v)));
+    add(bl, "age_ms", std::to_string(b.age_ms));
+    if (!b.reason.empty()) bl.text = b.reason;
+    out += format_line(bl);
+    std::size_t count = 0;
+    for (const auto& mem : b.members) {
+      if (++count > max_member_lines) break;
+      line ml;
+      ml.verb = "MEMBER";
+      add(ml, "rank", opt_num(mem.rank));
+      add(ml, "host", mem.host);
+      add(ml, "pid", std::to_string(mem.pid));
+      add(ml, "chief", mem.chief ? "1" : "0");
+      add(ml, "age_ms", std::to_string(mem.age_ms));
+      if (!mem.via.empty()) add(ml, "via", mem.via);
+      out += format_line(ml);
+    }
+    for (const auto& g : b.gone) {
+      line gl;
+      gl.verb = "GONE";
+      add(gl, "rank", opt_num(g.rank));
+      add(gl, "host", g.host);
+      add(gl, "pid", std::to_string(g.pid));
+      add(gl, "how", std::string(to_string(g.how)));
+      add(gl, "ago_ms", std::to_string(g.ago_ms));
+      out += format_line(gl);
+    }
+    if (b.missing) {
+      line ms;
+      ms.verb = "MISSING";
+      add(ms, "ranks", *b.missing);
+      out += format_line(ms);
+    }
+  }
+  out += "END\n";
+}
+}  // namespace
+
 std::string format_reply(const reply& rep) {
   std::string out;
   std::visit(
@@ -594,51 +645,7 @@ std::string format_reply(const reply& rep) {
           out += s + "\n";
           return;
         } else if constexpr (std::is_same_v<T, status_reply>) {
-          for (const auto& b : m.barriers) {
-            line bl;
-            bl.verb = "BARRIER";
-            add(bl, "scope", b.scope);
-            add(bl, "name", b.name);
-            add(bl, "gen", std::to_string(b.gen));
-            add(bl, "state", std::string(to_string(b.state)));
-            add(bl, "n", opt_num(b.n));
-            add(bl, "arrived", std::to_string(b.arrived));
-            add(bl, "chief", b.chief ? "1" : "0");
-            add(bl, "verdict", std::string(to_string(b.v)));
-            add(bl, "age_ms", std::to_string(b.age_ms));
-            if (!b.reason.empty()) bl.text = b.reason;
-            out += format_line(bl);
-            std::size_t count = 0;
-            for (const auto& mem : b.members) {
-              if (++count > max_member_lines) break;
-              line ml;
-              ml.verb = "MEMBER";
-              add(ml, "rank", opt_num(mem.rank));
-              add(ml, "host", mem.host);
-              add(ml, "pid", std::to_string(mem.pid));
-              add(ml, "chief", mem.chief ? "1" : "0");
-              add(ml, "age_ms", std::to_string(mem.age_ms));
-              if (!mem.via.empty()) add(ml, "via", mem.via);
-              out += format_line(ml);
-            }
-            for (const auto& g : b.gone) {
-              line gl;
-              gl.verb = "GONE";
-              add(gl, "rank", opt_num(g.rank));
-              add(gl, "host", g.host);
-              add(gl, "pid", std::to_string(g.pid));
-              add(gl, "how", std::string(to_string(g.how)));
-              add(gl, "ago_ms", std::to_string(g.ago_ms));
-              out += format_line(gl);
-            }
-            if (b.missing) {
-              line ms;
-              ms.verb = "MISSING";
-              add(ms, "ranks", *b.missing);
-              out += format_line(ms);
-            }
-          }
-          out += "END\n";
+          format_status(m, out);
           return;
         }
         out += format_line(l);
@@ -649,6 +656,56 @@ std::string format_reply(const reply& rep) {
 
 namespace {
 std::optional<std::uint32_t> opt_field(reader& r, std::string_view key) { return r.optional_u32(key, 0, 0xffffffffu); }
+}  // namespace
+
+namespace {
+/// One line inside a STATUS block (l, read by r), added to st: true at its END.
+bool read_status_line(status_reply& st, const line& l, reader& r) {
+  const std::string& verb = l.verb;
+  if (verb == "BARRIER") {
+    barrier_info b;
+    b.scope = r.optional_str("scope");
+    b.name = r.optional_str("name");
+    b.gen = r.u64("gen");
+    auto state = parse_round_state(r.optional_str("state"));
+    if (!state) r.fail("BARRIER without a valid state");
+    b.state = state.value_or(round_state::open);
+    b.n = opt_field(r, "n");
+    b.arrived = opt_field(r, "arrived").value_or(0);
+    b.chief = r.flag("chief", false);
+    b.v = parse_verdict(r.optional_str("verdict")).value_or(verdict::none);
+    b.age_ms = static_cast<std::int64_t>(r.u64("age_ms"));
+    b.reason = l.text.value_or("");
+    st.barriers.push_back(std::move(b));
+  } else if (verb == "MEMBER" && !st.barriers.empty()) {
+    barrier_info::member m;
+    m.rank = opt_field(r, "rank");
+    m.host = r.optional_str("host");
+    m.pid = opt_field(r, "pid").value_or(0);
+    m.chief = r.flag("chief", false);
+    m.age_ms = static_cast<std::int64_t>(r.u64("age_ms"));
+    m.via = r.optional_str("via");
+    st.barriers.back().members.push_back(std::move(m));
+  } else if (verb == "GONE" && !st.barriers.empty()) {
+    barrier_info::gone_member g;
+    g.rank = opt_field(r, "rank");
+    g.host = r.optional_str("host");
+    g.pid = opt_field(r, "pid").value_or(0);
+    auto how = parse_departure(r.optional_str("how"));
+    if (!how) r.fail("GONE without a valid how");
+    g.how = how.value_or(departure::disconnected);
+    g.ago_ms = static_cast<std::int64_t>(r.u64("ago_ms"));
+    st.barriers.back().gone.push_back(std::move(g));
+  } else if (verb == "MISSING" && !st.barriers.empty()) {
+    st.barriers.back().missing = r.optional_str("ranks");
+  } else if (verb == "END") {
+    return true;
+  } else {
+    r.fail(fmt::format("unexpected '{}' inside a STATUS reply", verb));
+  }
+  return false;
+}
+
 }  // namespace
 
 std::optional<reply> reply_reader::feed(std::string_view raw, std::string& error) {
@@ -681,47 +738,9 @@ std::optional<reply> reply_reader::feed(std::string_view raw, std::string& error
       r.fail(fmt::format("unexpected '{}' inside a HISTORY reply", verb.substr(0, 32)));
     }
   } else if (status_) {
-    if (verb == "BARRIER") {
-      barrier_info b;
-      b.scope = r.optional_str("scope");
-      b.name = name();
-      b.gen = r.u64("gen");
-      auto state = parse_round_state(r.optional_str("state"));
-      if (!state) r.fail("BARRIER without a valid state");
-      b.state = state.value_or(round_state::open);
-      b.n = opt_field(r, "n");
-      b.arrived = opt_field(r, "arrived").value_or(0);
-      b.chief = r.flag("chief", false);
-      b.v = parse_verdict(r.optional_str("verdict")).value_or(verdict::none);
-      b.age_ms = static_cast<std::int64_t>(r.u64("age_ms"));
-      b.reason = l->text.value_or("");
-      status_->barriers.push_back(std::move(b));
-    } else if (verb == "MEMBER" && !status_->barriers.empty()) {
-      barrier_info::member m;
-      m.rank = opt_field(r, "rank");
-      m.host = r.optional_str("host");
-      m.pid = opt_field(r, "pid").value_or(0);
-      m.chief = r.flag("chief", false);
-      m.age_ms = static_cast<std::int64_t>(r.u64("age_ms"));
-      m.via = r.optional_str("via");
-      status_->barriers.back().members.push_back(std::move(m));
-    } else if (verb == "GONE" && !status_->barriers.empty()) {
-      barrier_info::gone_member g;
-      g.rank = opt_field(r, "rank");
-      g.host = r.optional_str("host");
-      g.pid = opt_field(r, "pid").value_or(0);
-      auto how = parse_departure(r.optional_str("how"));
-      if (!how) r.fail("GONE without a valid how");
-      g.how = how.value_or(departure::disconnected);
-      g.ago_ms = static_cast<std::int64_t>(r.u64("ago_ms"));
-      status_->barriers.back().gone.push_back(std::move(g));
-    } else if (verb == "MISSING" && !status_->barriers.empty()) {
-      status_->barriers.back().missing = r.optional_str("ranks");
-    } else if (verb == "END") {
+    if (read_status_line(*status_, *l, r)) {
       out = std::move(*status_);
       status_.reset();
-    } else {
-      r.fail(fmt::format("unexpected '{}' inside a STATUS reply", verb));
     }
   } else if (verb == "BARRIER") {
     status_ = status_reply{};

@@ -16,10 +16,10 @@
 #include <set>
 
 #include "address.h"
-#include "store_name.h"
 #include "auth.h"
 #include "exit_codes.h"
 #include "private_files.h"
+#include "store_name.h"
 
 #ifndef TFB_MODULE_DIR  // relative to the binary's directory (CMakeLists.txt)
 #define TFB_MODULE_DIR "../lib/tfbarrier/modules"
