@@ -79,6 +79,7 @@ say "etcd: 3 members in fcut-etcd; store $STORE; lease $LEASE"
 
 export HOME=$WORK/home TFBARRIER_KEEPALIVE=300ms
 mkdir -p "$HOME"
+"$BIN" secret >/dev/null  # ~/.tfbarrier/secret: the hosts' key for their inputs, and their clients'
 declare -A ADDR HPID
 host() {  # host I: node I's host, on its own loopback (a port per node: the hosts share one uname)
   local i=$1

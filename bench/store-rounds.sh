@@ -34,7 +34,7 @@ now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 start_server S0 TFBARRIER_ADDR "$TFB" serve --listen 127.0.0.1:0 --quiet --history 0
 for i in 0 1 2; do
-  start_server "H$i" TFBARRIER_ADDR "$TFB" serve --listen 127.0.0.1:0 --quiet --history 0 --store "$store"
+  start_server "H$i" TFBARRIER_ADDR "$TFB" serve --listen 127.0.0.1:0 --quiet --history 0 --store "$store" --insecure
 done
 hosts_store=("$H0" "$H1" "$H2")
 hosts_single=("$S0")

@@ -211,6 +211,12 @@ class engine {
         last_error = ec.message();
       if (done()) co_return false;
       if (first && o_.on_first_failure) o_.on_first_failure();
+      if (!first && o_.why_no_host) {
+        if (std::string stop = o_.why_no_host(); !stop.empty()) {
+          finish(outcome{exit_code::unreachable, "", stop});
+          co_return false;
+        }
+      }
       first = false;
       auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
           backoff * std::uniform_real_distribution<double>(0.5, 1.5)(rng));

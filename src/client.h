@@ -50,6 +50,9 @@ struct connect_options {
   std::uint32_t pid = 0;
   /// Called once when the first connection attempt fails (to start a host, say).
   std::function<void()> on_first_failure;
+  /// Asked after each failed attempt that follows it: a reason to stop
+  /// trying at once (a host started here that failed), or "".
+  std::function<std::string()> why_no_host;
   /// wait/decide: PING the host this often; a host silent for 3 intervals is treated as lost.
   duration keepalive = std::chrono::seconds(5);
   bool quiet_reconnect = false;  ///< do not note reconnects on stderr

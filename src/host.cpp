@@ -889,6 +889,7 @@ bool server::open_store(std::string& error) {
   ls.client.timeout = std::clamp<std::chrono::milliseconds>(std::chrono::milliseconds(ls.lease) / 3, std::chrono::seconds(1), std::chrono::seconds(5));
   store_secret_ = opts_.secret;
   ls.secret = store_secret_ ? &*store_secret_ : nullptr;
+  ls.munge_key = opts_.store_munge;
   ls.snapshot_every = opts_.store_snapshot_every;
   replica_ = std::make_unique<store::replica>(self_key_, state_);
   store::link::callbacks cb;
@@ -919,6 +920,12 @@ bool server::open_store(std::string& error) {
     link_.reset();
     return false;
   }
+  // The key MUNGE gave (PREFIX/key), before any event of the watch is applied on this loop.
+  if (!store_secret_ && link_->secret()) store_secret_ = *link_->secret();
+  log(fmt::format("store: {}, inputs {}", *opts_.store,
+                  !store_secret_ ? "without a MAC (--insecure)"
+                  : opts_.store_munge ? "MACed with the job's key from MUNGE"
+                                      : "MACed with the shared secret"));
   link_door_ = std::make_unique<store::link_door>(*link_);
   door_ = link_door_.get();
   return true;

@@ -36,6 +36,9 @@ struct host_options {
   std::string store_cert_pem, store_key_pem;  ///< their contents, read (the key checked) by serve at start
   duration store_lease = std::chrono::seconds(10);
   std::size_t store_snapshot_every = 1000;  ///< batches between snapshots
+  /// No secret: the store's inputs are MACed with a key shared through MUNGE
+  /// (store_link.h settings::munge_key); serve decides (cmd/serve.cpp).
+  bool store_munge = false;
   std::string node;  ///< this machine's node name: the store names this host NODE:PORT
   std::FILE* log = stderr;
   /// Called once the address is bound, before anything is accepted or reported:

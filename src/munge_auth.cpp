@@ -83,7 +83,10 @@ std::optional<std::string> encode(std::string_view payload, std::optional<uid_t>
   return out;
 }
 
-std::optional<decoded> decode(std::string_view cred, std::string& error) {
+namespace {
+
+std::optional<decoded> decode_with(std::string_view cred, bool any_age, bool& refused, std::string& error) {
+  refused = false;
   const library& l = lib();
   if (!l.decode) {
     error = l.error;
@@ -95,7 +98,10 @@ std::optional<decoded> decode(std::string_view cred, std::string& error) {
   uid_t uid = 0;
   gid_t gid = 0;
   munge_err_t e = l.decode(c.c_str(), nullptr, &buf, &len, &uid, &gid);
-  if (e != EMUNGE_SUCCESS) {
+  bool stale = e == EMUNGE_CRED_EXPIRED || e == EMUNGE_CRED_REPLAYED || e == EMUNGE_CRED_REWOUND;
+  if (e != EMUNGE_SUCCESS && !(any_age && stale)) {
+    // Past munged's door, it judged the credential; before it, it was not asked.
+    refused = e != EMUNGE_SOCKET && e != EMUNGE_TIMEOUT && e != EMUNGE_NO_MEMORY && e != EMUNGE_SNAFU;
     error = fmt::format("MUNGE: {}", l.strerror(e));
     if (buf) std::free(buf);
     return std::nullopt;
@@ -105,6 +111,43 @@ std::optional<decoded> decode(std::string_view cred, std::string& error) {
   if (buf) std::free(buf);
   d.uid = uid;
   return d;
+}
+
+}  // namespace
+
+std::optional<decoded> decode(std::string_view cred, std::string& error) {
+  bool refused = false;
+  return decode_with(cred, false, refused, error);
+}
+
+std::optional<decoded> unseal(std::string_view cred, bool& refused, std::string& error) {
+  return decode_with(cred, true, refused, error);
+}
+
+std::optional<std::string> seal(std::string_view payload, uid_t uid, std::string& error) {
+  const library& l = lib();
+  if (!l.encode) {
+    error = l.error;
+    return std::nullopt;
+  }
+  munge_ctx_t ctx = l.ctx_create();
+  if (!ctx) {
+    error = "cannot create a MUNGE context";
+    return std::nullopt;
+  }
+  bool set = l.ctx_set(ctx, MUNGE_OPT_UID_RESTRICTION, uid) == EMUNGE_SUCCESS &&
+             l.ctx_set(ctx, MUNGE_OPT_CIPHER_TYPE, MUNGE_CIPHER_AES128) == EMUNGE_SUCCESS;
+  char* cred = nullptr;
+  munge_err_t e = set ? l.encode(&cred, ctx, payload.data(), static_cast<int>(payload.size())) : EMUNGE_SNAFU;
+  l.ctx_destroy(ctx);
+  if (e != EMUNGE_SUCCESS) {
+    error = set ? fmt::format("MUNGE: {}", l.strerror(e)) : "MUNGE: cannot ask for an encrypted credential";
+    if (cred) std::free(cred);
+    return std::nullopt;
+  }
+  std::string out(cred);
+  std::free(cred);
+  return out;
 }
 
 std::string to_wire(std::string cred) {

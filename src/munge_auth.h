@@ -23,6 +23,18 @@ struct decoded {
 /// Decodes and checks a credential (munged rejects replays and expired ones).
 std::optional<decoded> decode(std::string_view cred, std::string& error);
 
+/// A credential that keeps payload secret in a shared place (a store's key,
+/// docs/store.md): AES-encrypted with the cluster's MUNGE key, and only uid
+/// may decode it (munged returns no payload to anyone else).
+std::optional<std::string> seal(std::string_view payload, uid_t uid, std::string& error);
+/// Decodes a sealed credential at any age: one that is expired, replayed
+/// (decoded before on this node) or from a clock ahead is still authentic
+/// (munged checked its MAC first, and returns its payload and uid). Other
+/// failures (another cluster's key, a uid restriction to someone else):
+/// nullopt, with error; refused is true when munged refused it, false when
+/// munged could not be asked.
+std::optional<decoded> unseal(std::string_view cred, bool& refused, std::string& error);
+
 /// Credentials are base64 with '=' padding; protocol values cannot hold '='.
 std::string to_wire(std::string cred);
 std::string from_wire(std::string value);

@@ -151,6 +151,40 @@ bool presence::parse(std::string_view text, presence& out) {
   return ok && out.sm > 0;
 }
 
+std::string key_record::format() const {
+  return munge.empty() ? fmt::format("tfbarrier key id={}", id) : fmt::format("tfbarrier key id={} munge={}", id, munge);
+}
+
+bool key_record::parse(std::string_view text, key_record& out) {
+  out = {};
+  constexpr std::string_view head = "tfbarrier key ";
+  if (!text.starts_with(head)) return false;
+  text.remove_prefix(head.size());
+  while (!text.empty()) {
+    std::string_view w = word(text);
+    auto eq = w.find('=');
+    if (eq == std::string_view::npos) return false;
+    std::string_view k = w.substr(0, eq), v = w.substr(eq + 1);  // a credential holds '=' of its own
+    if (k == "id")
+      out.id = v;
+    else if (k == "munge")
+      out.munge = v;
+  }
+  bool hex = out.id.size() == 16 && out.id.find_first_not_of("0123456789abcdef") == std::string::npos;
+  return (hex || (out.id == "none" && out.munge.empty())) && (out.munge.empty() || hex);
+}
+
+std::string key_record::source() const {
+  if (id == "none") return "no key (--insecure: inputs carry no MAC)";
+  if (!munge.empty()) return "a key shared through MUNGE";
+  return fmt::format("a secret file (key {})", id);
+}
+
+std::string key_id(const std::string* secret) {
+  if (!secret) return "none";
+  return auth::hmac_hex(*secret, "tfbarrier store key id").substr(0, 16);
+}
+
 std::string encode(const door_input& in) {
   return std::visit(
       [](const auto& m) -> std::string {

@@ -34,6 +34,8 @@ constexpr int state_machine_version = 1;
 struct layout {
   std::string prefix;  ///< "/tfbarrier", no trailing slash
   std::string origin() const { return prefix + "/origin"; }
+  /// Which key MACs the prefix's inputs (key_record): written once, by the first host.
+  std::string key() const { return prefix + "/key"; }
   std::string hosts() const { return prefix + "/host/"; }
   std::string host(std::string_view h) const { return hosts() + std::string(h); }
   std::string inputs() const { return prefix + "/in/"; }
@@ -66,6 +68,21 @@ struct presence {
   std::string format() const;
   static bool parse(std::string_view text, presence& out);
 };
+
+/// What PREFIX/key holds: the public name of the key that MACs the prefix's
+/// inputs, and where the hosts take it from MUNGE, the key itself sealed for
+/// its owner's uid (docs/store.md, "Authorization").
+struct key_record {
+  std::string id;     ///< key_id() of the key; "none" when inputs carry no MAC (--insecure)
+  std::string munge;  ///< the key, sealed by munge_auth::seal ("" for a shared secret file)
+  std::string format() const;
+  static bool parse(std::string_view text, key_record& out);
+  /// How the hosts that wrote it take their key, in words for messages.
+  std::string source() const;
+};
+/// A key's public name: 16 hex digits of an HMAC with it, which tell nothing
+/// of the key; "none" for no key.
+std::string key_id(const std::string* secret);
 
 /// One input as a line of a batch; "" for what is not shared (shutdown).
 std::string encode(const door_input& in);

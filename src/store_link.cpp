@@ -18,6 +18,7 @@
 #include "address.h"
 #include "auth.h"
 #include "exit_codes.h"
+#include "munge_auth.h"
 #include "private_files.h"
 #include "store_name.h"
 
@@ -217,6 +218,85 @@ bool link::ensure_origin(client& c, std::string& error) {
   return true;
 }
 
+/// PREFIX/key says which key MACs the prefix's inputs. The first host writes
+/// it; every other host must use the same key, or the hosts would each
+/// refuse the others' inputs and their states would part. With munge_key the
+/// first host makes a random key and seals it with MUNGE for its own uid:
+/// the job's hosts, the same user on the cluster's nodes, open it; munged
+/// gives nobody else its payload (docs/store.md, "Authorization").
+bool link::ensure_key(client& c, std::string& error) {
+  std::string fresh;
+  key_record mine;
+  if (s_.munge_key && !s_.secret) {
+    fresh = auth::fresh_secret();
+    auto sealed = munge_auth::seal(fresh, ::getuid(), error);
+    if (!sealed) {
+      error = fmt::format("cannot seal the store's key with MUNGE: {}", error);
+      return false;
+    }
+    mine = key_record{key_id(&fresh), *sealed};
+  } else {
+    mine = key_record{key_id(s_.secret), {}};
+  }
+  compare absent{compare::target::version, compare::op::equal, s_.keys.key(), 0, {}};
+  op put{op::type::put, s_.keys.key(), mine.format(), {}, 0};
+  op read{op::type::range, s_.keys.key(), {}, {}, 0};
+  txn_result r;
+  if (!c.txn({absent}, {put}, {read}, r, error)) return false;
+  if (r.succeeded) {
+    if (!fresh.empty()) {
+      munge_secret_ = fresh;
+      s_.secret = &munge_secret_;
+    }
+    return true;
+  }
+  key_record there;
+  if (r.ranges.empty() || r.ranges[0].empty() || !key_record::parse(r.ranges[0][0].value, there)) {
+    error = fmt::format("{} does not hold a key record of tfbarrier; this prefix is not tfbarrier's, or was "
+                        "damaged: use another prefix for this job",
+                        s_.keys.key());
+    access_refused_ = true;
+    return false;
+  }
+  if (!fresh.empty() && !there.munge.empty()) return take_sealed_key(there, error);
+  if (there.id != mine.id) {
+    error = fmt::format("the hosts of this store's prefix {} use {}, and this host {}: every host of a job must "
+                        "use the same key (the same --secret-file, or MUNGE on every node); or give this job "
+                        "another prefix",
+                        s_.keys.prefix, there.source(),
+                        fresh.empty() ? mine.source() : std::string("a key shared through MUNGE"));
+    access_refused_ = true;
+    return false;
+  }
+  return true;
+}
+
+/// The key that the first host sealed: authentic (munged checked it), of
+/// this user (the uid that sealed it is ours), and the one the record names.
+bool link::take_sealed_key(const key_record& there, std::string& error) {
+  bool refused = false;
+  std::string why;
+  auto d = munge_auth::unseal(there.munge, refused, why);
+  if (!d) {
+    error = fmt::format("cannot open the store's key {} with MUNGE: {}{}", s_.keys.key(), why,
+                        refused ? "; it was made for another user, or on a cluster with another MUNGE key: give "
+                                  "this job a prefix of its own"
+                                : "");
+    access_refused_ = refused;
+    return false;
+  }
+  if (d->uid != ::getuid() || key_id(&d->payload) != there.id) {
+    error = fmt::format("the store's key {} was made by uid {}, not by this user (uid {}): someone else wrote it "
+                        "there; give this job a prefix of its own",
+                        s_.keys.key(), d->uid, ::getuid());
+    access_refused_ = true;
+    return false;
+  }
+  munge_secret_ = std::move(d->payload);
+  s_.secret = &munge_secret_;
+  return true;
+}
+
 bool link::check_versions(client& c, std::string& error) {
   std::vector<kv> hosts;
   std::int64_t rev = 0;
@@ -262,9 +342,9 @@ bool link::start(std::string& error) {
   auto make = [&](std::unique_ptr<client>& c) { return (c = load_client(s_.client, error)) != nullptr; };
   if (!make(writer_c_) || !make(keeper_c_) || !make(watcher_c_) || !make(janitor_c_)) return false;
   std::int64_t lease = 0, inc = 0;
-  if (!ensure_origin(*writer_c_, error) || !check_versions(*writer_c_, error) ||
+  if (!ensure_origin(*writer_c_, error) || !ensure_key(*writer_c_, error) || !check_versions(*writer_c_, error) ||
       !register_self(*writer_c_, lease, inc, error)) {
-    access_refused_ = writer_c_->refused_access();
+    access_refused_ = access_refused_ || writer_c_->refused_access();
     return false;
   }
   lease_ = lease;

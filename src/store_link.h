@@ -56,6 +56,9 @@ class link {
     presence me;
     std::chrono::seconds lease{10};
     const std::string* secret = nullptr;  ///< MAC every batch with it (docs/store.md, Authorization)
+    /// No secret: take the prefix's key from MUNGE (PREFIX/key; the first
+    /// host makes it), and MAC with it. Without either, inputs carry no MAC.
+    bool munge_key = false;
     std::size_t snapshot_every = 1000;    ///< batches applied between snapshots
   };
   /// What a host needs to start from (or start over from, after a compacted
@@ -101,6 +104,9 @@ class link {
   /// Leaves the store: revokes the lease (the presence goes with it).
   void stop();
   std::int64_t origin_revision() const { return origin_rev_; }
+  /// The key that MACs this host's inputs, after start: the secret it was
+  /// given, or the one MUNGE gave (settings::munge_key); null for none.
+  const std::string* secret() const { return s_.secret; }
   /// After start failed: whether TLS or etcd's authentication refused it (not reach).
   bool refused_access() const { return access_refused_; }
   /// Batches written, for the benchmark's "etcd writes per round".
@@ -109,6 +115,8 @@ class link {
  private:
   bool ensure_origin(client& c, std::string& error);
   bool check_versions(client& c, std::string& error);
+  bool ensure_key(client& c, std::string& error);
+  bool take_sealed_key(const key_record& there, std::string& error);
   bool register_self(client& c, std::int64_t& lease, std::int64_t& inc, std::string& error);
   void writer_loop();
   void keeper_loop();
@@ -149,6 +157,7 @@ class link {
   std::atomic<std::uint64_t> written_{0};
   std::int64_t origin_rev_ = 0;
   bool access_refused_ = false;
+  std::string munge_secret_;  ///< the key from MUNGE (settings::munge_key), set before the threads start
   std::int64_t watch_from_ = 0;  ///< watcher only
 };
 

@@ -2,9 +2,11 @@
 #include "cmd/common.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -39,12 +41,44 @@ std::string self_exe() {
 }
 
 
+/// The log of the host this process started, and its size before.
+struct started_host {
+  std::string log;
+  off_t from = -1;
+};
+started_host& started() {
+  static started_host s;
+  return s;
+}
+
+/// The error the host started here logged since (it could not start: a
+/// store it cannot use, say), "" while there is none: the participant stops
+/// waiting for it and says why, rather than at its --connect-timeout.
+std::string started_host_error() {
+  const started_host& h = started();
+  if (h.from < 0) return {};
+  int fd = ::open(h.log.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return {};
+  std::string text(64 * 1024, '\0');
+  ssize_t n = ::pread(fd, text.data(), text.size(), h.from);
+  ::close(fd);
+  text.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  constexpr std::string_view mark = "tfbarrier: error: ";
+  auto at = text.rfind(mark);
+  if (at == std::string::npos || (at > 0 && text[at - 1] != '\n')) return {};
+  std::string line = text.substr(at + mark.size());
+  line.resize(std::min(line.find('\n'), line.size()));
+  return fmt::format("the host started here could not start ({}): {}", h.log, line);
+}
+
 /// Starts a detached host the way gpg starts its agent: fire and forget.
 /// Several participants may do this at once: one binds, the others fail quietly.
 void start_host(const settings& s, bool quiet) {
   std::string exe = self_exe();
   std::string listen = s.addr();
   std::string log = default_log_file();
+  struct stat before {};
+  started() = started_host{log, ::stat(log.c_str(), &before) == 0 ? before.st_size : 0};
   if (!quiet)
     tfb::print(stderr, "tfbarrier: no host answers at {}; starting one here (log: {})\n", listen, log);
   pid_t child = fork();
@@ -198,6 +232,7 @@ connect_options connection(const settings& s, const common_options& c) {
     settings copy = s;
     bool quiet = c.quiet;
     o.on_first_failure = [copy, quiet] { start_host(copy, quiet); };
+    o.why_no_host = started_host_error;
   }
   return o;
 }

@@ -304,6 +304,24 @@ int store_settings(const serve_options& o, host_options& h) {
   h.store_key_pem = std::move(files.key_pem);
   h.store_lease = o.store_lease;
   h.store_snapshot_every = o.store_snapshot_every;
+  // What this host writes to etcd carries a MAC, or anyone who can write
+  // there steers the job (docs/store.md, "Authorization"): a secret, else a
+  // key that the first host seals with MUNGE for this user.
+  if (!h.secret && !o.insecure) {
+    std::string why_no_munge = "--no-munge was given";
+    if (!o.no_munge && munge_auth::available(why_no_munge)) {
+      h.store_munge = true;
+    } else {
+      if (why_no_munge.starts_with("MUNGE:")) why_no_munge = "munged does not answer here: " + why_no_munge;
+      print_error(fmt::format(
+          "with --store, what this host writes to etcd must carry a MAC, or anyone who can write to that etcd "
+          "could stop or steer the job; there is no secret file ({}) and no MUNGE ({}). Make a secret that the "
+          "job's nodes share with `tfbarrier secret` (it writes {}) or give --secret-file FILE; or run munged; "
+          "or give --insecure to accept inputs without a MAC",
+          auth::default_secret_path(), why_no_munge, auth::default_secret_path()));
+      return exit_code::auth;
+    }
+  }
   const char* n = std::getenv("SLURMD_NODENAME");
   h.node = n && *n ? std::string(n) : short_hostname();
   return exit_code::ok;
@@ -431,9 +449,9 @@ command_parser define_serve(CLI::App& app) {
                 "Require clients to know the secret in FILE (default ~/.tfbarrier/secret; made on first use "
                 "when listening beyond loopback)")
       ->envname("TFBARRIER_SECRET_FILE");
-  s->add_flag("--no-munge", serve.no_munge, "Beyond loopback, use the secret file even where munged runs");
-  s->add_flag("--insecure", serve.insecure, "Listen beyond loopback without authentication: anyone who can connect "
-                                            "can arrive, decide and abort");
+  s->add_flag("--no-munge", serve.no_munge, "Beyond loopback (and for --store's key), use the secret file even where munged runs");
+  s->add_flag("--insecure", serve.insecure, "Listen beyond loopback without authentication (anyone who can connect "
+                                            "can arrive, decide and abort); with --store, write inputs without a MAC");
   define_serve_metrics(s, serve);
   define_serve_store(s, serve, v->store_lease);
   set_footer(s, "Examples:\n"

@@ -424,3 +424,36 @@ other_uid_tfb() {
 teardown_other_uid() {
   [ -z "${OTHER_DIR:-}" ] || rm -rf "$OTHER_DIR"
 }
+
+# ---- munged, for the tests that need it (auth.bats, store.bats) ----
+
+munge_up() { [ -S /run/munge/munge.socket.2 ] && munge -n >/dev/null 2>&1; }
+
+# start_munged: munged, started for the test unless it runs (then
+# MUNGED_STARTED=1, and teardown stops it).
+start_munged() {
+  [ "$(id -u)" -eq 0 ] || skip "needs root to start munged"
+  if ! munge_up; then
+    command -v munged >/dev/null || skip "munge is not installed (scripts/deps test installs it)"
+    install -d -o munge -g munge -m 0755 /run/munge
+    "$BATS_TEST_DIRNAME/../infra/detached" runuser -u munge -- /usr/sbin/munged
+    MUNGED_STARTED=1
+  fi
+  local i
+  for i in $(seq 50); do munge_up && break; sleep 0.1; done
+  munge_up
+}
+
+# The test that needs munged starts it when it is not running, and stops it
+# again here: a daemon left behind would outlive the suite.
+stop_munged_if_ours() {
+  [ -n "${MUNGED_STARTED:-}" ] || return 0
+  local pid i
+  pid=$(cat /run/munge/munged.pid 2>/dev/null) || return 0
+  [[ $pid =~ ^[0-9]+$ ]] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = munged ] || return 0
+  kill -CONT "$pid"  # a test may have stopped it (SIGSTOP)
+  kill "$pid"
+  for i in $(seq 50); do [ -e "/proc/$pid" ] || return 0; sleep 0.1; done
+  echo "munged (pid $pid) did not stop" >&2
+  return 1
+}

@@ -113,3 +113,14 @@ participant() {
   run -0 --separate-stderr "${PLAIN[@]}" TFBARRIER_PORT="$PORT" "$TFB" wait --name s1 --n 2
   expect_exits 0 p0
 }
+
+@test "a host started here that cannot start: the participant says why at once, not after --connect-timeout" {
+  # A store with nothing to key its inputs (no secret, --no-munge) or that no
+  # etcd answers at: either way, the host logs an error and exits.
+  local t0
+  t0=$(date +%s)
+  run -69 --separate-stderr timeout 50 "${PLAIN[@]}" TFBARRIER_PORT="$PORT" TFBARRIER_STORE="etcd://127.0.0.1:1/none" \
+    "$TFB" wait --name s --n 2 --connect-timeout 60s
+  [ $(($(date +%s) - t0)) -lt 30 ]
+  [[ $stderr == *"the host started here could not start ($HOST_LOG): "* ]] || { echo "$stderr"; false; }
+}

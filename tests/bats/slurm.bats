@@ -200,6 +200,8 @@ warnings=[]"
   for n in 1 2 3; do
     log=$HOME/.tfbarrier/serve-node$n-$jid.log
     grep -q "listening on 127.0.0.1:$port .*store etcd://" "$log"
+    # Nothing set up but the store: the hosts' key came from MUNGE, which the cluster runs.
+    grep -q "inputs MACed with the job's key from MUNGE" "$log"
     run -0 grep -c "release slurm-$jid.0/epoch[1-3]#1: 6 participants" "$log"
     assert_output 3
   done

@@ -18,6 +18,9 @@ teardown_file() {
 
 setup() {
   setup_common
+  # The hosts' key for what they write to etcd (docs/store.md, "Authorization"),
+  # and their clients' secret: ~/.tfbarrier/secret, as `tfbarrier secret` makes it.
+  "$TFB" secret >/dev/null
   SPAWN_LIMIT=40
   STORE="etcd://${ETCD_ENDPOINTS//http:\/\//}/t${BATS_TEST_NUMBER}-$$"
   declare -gA STORE_PORT=() STORE_PID=()
@@ -28,7 +31,13 @@ teardown() {
   if [ -n "${QUOTA_ETCD:-}" ]; then kill "$QUOTA_ETCD" 2>/dev/null || true; fi
   if [ -n "${AUTH_ETCD_DIR:-}" ]; then "$BATS_TEST_DIRNAME/../tools/etcd-cluster" stop "$AUTH_ETCD_DIR" || true; fi
   teardown_common
+  stop_munged_if_ours
 }
+
+# etcd_put KEY: puts stdin's text at KEY in the test's etcd.
+etcd_put() { ETCDCTL_API=3 etcdctl --endpoints="$ETCD_ENDPOINTS" put "$1" >/dev/null; }
+# prefix_of_store: the test's prefix ("/t3-1234").
+prefix_of_store() { echo "/${STORE#etcd://*/}"; }
 
 # store_host I [serve options]: starts (or starts again, on the same port)
 # host I of the store, with a lease of 2 s (STORE_LEASE), at $STORE (or
@@ -464,6 +473,75 @@ rounds() {
   still_running 0.3 w0
   run -0 env TFBARRIER_ADDR="$A_1" timeout 20 "$TFB" wait --name f1 --n 2 --rank 1
   expect_exits 0 w0
+}
+
+@test "serve --store with no secret and no MUNGE: exit 77 and how to give it a key; --insecure writes without a MAC, and a host with a key may not join it" {
+  rm "$HOME/.tfbarrier/secret"
+  run -77 timeout 30 "$TFB" serve --listen 127.0.0.1:0 --store "$STORE" --no-munge
+  assert_output --partial "must carry a MAC"
+  assert_output --partial "tfbarrier secret"
+  assert_output --partial "--insecure"
+  store_host 0 --insecure
+  wait_for_match "$HOST_LOG" "store: .* inputs without a MAC \\(--insecure\\)" 10
+  on 0 w0 --name k1 --n 1
+  expect_exits 0 w0
+  # Hosts that MAC with a key would refuse the others' inputs, and their states would part.
+  "$TFB" secret >/dev/null
+  run -77 timeout 30 "$TFB" serve --listen 127.0.0.1:0 --store "$STORE"
+  assert_output --partial "use no key (--insecure"
+  assert_output --partial "and this host a secret file"
+}
+
+@test "with no secret where munged runs, the hosts share a key sealed by MUNGE: a forged batch is not applied, another user cannot open the key, a host with another key is refused" {
+  start_munged
+  rm "$HOME/.tfbarrier/secret"
+  store_host 0
+  store_host 1
+  wait_for_match "$HOST_LOG" "store: .* inputs MACed with the job's key from MUNGE" 10
+  on 0 w0 --name m1 --n 2 --rank 0
+  arrived_on 1 m1 1
+  # Whoever can write under the prefix writes an ABORT as if host 0 had.
+  local inc key rec cred
+  inc=$(sed -n "s/.*tfbarrier\[${STORE_PID[0]}\]: store: registered as .* (incarnation \([0-9]*\)).*/\1/p" "$HOST_LOG")
+  key="$(prefix_of_store)/in/$(uname -n):${STORE_PORT[0]}/$inc/00000000000000ff"
+  printf 'X 99 1 ABORT scope=default name=m1 :forged\n' | etcd_put "$key"
+  wait_for_match "$HOST_LOG" "store: $key not applied: a batch without a MAC" 10
+  # The key record: the key's public name and the key, sealed for this uid.
+  rec=$(ETCDCTL_API=3 etcdctl --endpoints="$ETCD_ENDPOINTS" get --print-value-only "$(prefix_of_store)/key")
+  [[ $rec =~ ^"tfbarrier key id="[0-9a-f]{16}" munge=MUNGE:" ]]
+  cred=${rec#* munge=}
+  if id tfbtest >/dev/null 2>&1; then
+    run runuser -u tfbtest -- unmunge --no-output <<<"$cred"
+    assert_failure
+    assert_output --partial "Unauthorized credential"
+  fi
+  # A host with a secret file of its own is refused.
+  "$TFB" secret --file "$BATS_TEST_TMPDIR/other" >/dev/null
+  run -77 timeout 30 "$TFB" serve --listen 127.0.0.1:0 --store "$STORE" --secret-file "$BATS_TEST_TMPDIR/other"
+  assert_output --partial "use a key shared through MUNGE"
+  # Host 0 killed and started again opens the same key (a replayed credential, for munged).
+  kill -9 "${STORE_PID[0]}"
+  store_host 0
+  on 0 w1 --name m1 --n 2 --rank 1
+  expect_exits 0 w0 w1
+}
+
+@test "a store key sealed by another user is refused: 77, and who made it" {
+  id tfbtest >/dev/null 2>&1 || skip "no user tfbtest (scripts/deps test creates it)"
+  start_munged
+  rm "$HOME/.tfbarrier/secret"
+  local key id cred
+  key=$(printf '%064d' 7)
+  id=$(python3 -c 'import hashlib, hmac, sys; print(hmac.new(sys.argv[1].encode(), b"tfbarrier store key id", hashlib.sha256).hexdigest()[:16])' "$key")
+  # tfbtest can seal a key for this uid, but the uid in it is tfbtest's.
+  cred=$(runuser -u tfbtest -- munge --restrict-uid "$(id -u)" --string "$key")
+  echo "tfbarrier key id=$id munge=$cred" | tr -d '\n' | etcd_put "$(prefix_of_store)/key"
+  run -77 timeout 30 "$TFB" serve --listen 127.0.0.1:0 --store "$STORE"
+  assert_output --partial "was made by uid $(id -u tfbtest), not by this user"
+  # A record that is not one: refused too.
+  printf 'hello' | etcd_put "$(prefix_of_store)/key"
+  run -77 timeout 30 "$TFB" serve --listen 127.0.0.1:0 --store "$STORE"
+  assert_output --partial "does not hold a key record of tfbarrier"
 }
 
 @test "a participant killed while its arrival is still on its way to etcd is withdrawn: the others are not released with it" {

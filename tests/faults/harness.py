@@ -1112,7 +1112,8 @@ def main():
     else:
         args.netns = args.netns == "on"
     if args.auth == "auto":
-        args.auth = "secret" if args.netns else "none"
+        # A store's hosts MAC their inputs with a key (docs/store.md, "Authorization").
+        args.auth = "secret" if args.netns or args.store else "none"
     args.min_n = max(1, args.min_n)
     args.max_n = max(args.min_n, args.max_n)
 

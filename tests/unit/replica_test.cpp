@@ -145,6 +145,31 @@ TEST(StorePresence, FormatsAndParses) {
   EXPECT_FALSE(presence::parse("garbage", q));
 }
 
+TEST(StoreKey, ARecordNamesItsKeyAndHoldsASealedOne) {
+  std::string secret = "0123", other = "0124";
+  key_record r{key_id(&secret), "MUNGE:AbC+/==:"}, q;
+  ASSERT_TRUE(key_record::parse(r.format(), q));
+  EXPECT_EQ(q.id, r.id);
+  EXPECT_EQ(q.munge, "MUNGE:AbC+/==:");  // a credential's own '=' stay
+  EXPECT_EQ(q.source(), "a key shared through MUNGE");
+  // The name is 16 hex digits, the same for the same key, another for another.
+  EXPECT_EQ(key_id(&secret).size(), 16u);
+  EXPECT_EQ(key_id(&secret), key_id(&secret));
+  EXPECT_NE(key_id(&secret), key_id(&other));
+  EXPECT_EQ(key_id(&secret).find(secret), std::string::npos);
+  ASSERT_TRUE(key_record::parse(key_record{key_id(&secret), {}}.format(), q));
+  EXPECT_TRUE(q.munge.empty());
+  EXPECT_EQ(q.source(), "a secret file (key " + key_id(&secret) + ")");
+  ASSERT_TRUE(key_record::parse(key_record{key_id(nullptr), {}}.format(), q));
+  EXPECT_EQ(q.id, "none");
+  // Not a record: another program's value, a name that is not one, a sealed key with no name.
+  EXPECT_FALSE(key_record::parse("hello", q));
+  EXPECT_FALSE(key_record::parse("tfbarrier key id=xyz", q));
+  EXPECT_FALSE(key_record::parse("tfbarrier key id=none munge=MUNGE:x:", q));
+  EXPECT_FALSE(key_record::parse("tfbarrier key munge=MUNGE:x:", q));
+  EXPECT_FALSE(key_record::parse("tfbarrier key id", q));
+}
+
 /// Hosts A and B, each with a replica, fed the same log.
 struct two_hosts {
   barrier_set sa, sb;
