@@ -68,6 +68,7 @@ enum class watch_end {
   cancelled,  ///< cancel() was called, or the callback returned false
   compacted,  ///< start_revision was compacted away: catch up from a snapshot
   failed,     ///< every endpoint failed or the stream broke; error says why
+  interrupted,  ///< interrupt() was called: watch again from the revision reached, on a new connection
 };
 
 class client {
@@ -97,6 +98,11 @@ class client {
                           const std::function<bool(const std::vector<event>&)>& on_events, std::string& error) = 0;
   /// Makes a blocked call of this client return soon (watch: cancelled; others: false). Thread-safe.
   virtual void cancel() = 0;
+  /// Makes a watch under way (or the next one, if none is) return
+  /// interrupted within about a second: its connection may be stale (one
+  /// that outlived a network cut gets nothing until TCP retransmits).
+  /// Unlike cancel(), later calls work as before. Thread-safe.
+  virtual void interrupt() = 0;
   /// Whether the last call failed because it was refused: by TLS at every
   /// endpoint (etcd's certificate not trusted, or this client's refused or
   /// missing), or by etcd's own authentication (auth enabled), rather than

@@ -390,6 +390,10 @@ void link::reregister() {
     reregister_ = true;
   }
   cv_.notify_all();
+  // A host fenced because it was cut off from etcd may watch through a
+  // connection that outlived the cut, and get nothing on it until TCP
+  // retransmits (seconds after the link is back): watch on a new one.
+  if (watcher_c_) watcher_c_->interrupt();
 }
 
 void link::stop() {
@@ -626,6 +630,11 @@ void link::watcher_loop() {
       return true;
     }, error);
     if (end == watch_end::cancelled) return;
+    if (end == watch_end::interrupted) {
+      log(fmt::format("store: watching again from revision {}, on a new connection (this host was fenced)",
+                      watch_from_));
+      continue;
+    }
     if (end == watch_end::compacted) {
       log(fmt::format("warning: store: the history before revision {} was compacted; catching up from the newest "
                       "snapshot",

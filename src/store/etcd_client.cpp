@@ -263,11 +263,15 @@ class etcd_client final : public client {
     access_refused_ = false;
     for (std::size_t attempt = 0; attempt < c_.endpoints.size(); ++attempt) {
       if (cancelled_) return watch_end::cancelled;
+      if (interrupted_.exchange(false)) return interrupted(error);
       const std::string& ep = endpoint();
       w.buffer.clear();
       w.got_any = false;
+      watching_ = true;
       CURLcode rc = perform(ep + "/v3/watch", body, /*stream=*/true, &w);
+      watching_ = false;
       if (cancelled_ || w.stop) return watch_end::cancelled;
+      if (interrupted_.exchange(false)) return interrupted(error);
       if (w.compacted) {
         error = fmt("etcd at " + ep + ": revision " + std::to_string(start_revision) + " was compacted");
         return watch_end::compacted;
@@ -289,9 +293,14 @@ class etcd_client final : public client {
   }
 
   void cancel() override { cancelled_ = true; }
+  void interrupt() override { interrupted_ = true; }
   bool refused_access() const override { return access_refused_; }
 
  private:
+  static watch_end interrupted(std::string& error) {
+    error = "interrupted";
+    return watch_end::interrupted;
+  }
   struct watch_state {
     const std::function<bool(const std::vector<event>&)>& on_events;
     std::string buffer;
@@ -463,7 +472,8 @@ class etcd_client final : public client {
     return size * n;
   }
   static int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
-    return static_cast<etcd_client*>(user)->cancelled_ ? 1 : 0;
+    auto* self = static_cast<etcd_client*>(user);  // interrupt() ends only a watch
+    return self->cancelled_ || (self->watching_ && self->interrupted_) ? 1 : 0;
   }
 
   CURLcode perform(const std::string& url, const std::string& body, bool stream, void* sink) {
@@ -554,8 +564,8 @@ class etcd_client final : public client {
                           "; etcd has authentication on (etcdctl auth enable), and tfbarrier does not log in to "
                           "etcd: it sends no user name and password, and etcd takes no user from a client "
                           "certificate through its JSON gateway, which tfbarrier speaks. Give the job a prefix "
-                          "in an etcd without auth, and the hosts a shared --secret-file, so that every input "
-                          "carries an HMAC (docs/store.md, \"Authorization\")",
+                          "in an etcd without auth: every input carries an HMAC with the job's key (a shared "
+                          "--secret-file, or MUNGE; docs/store.md, \"Authorization\")",
                       error);
         }
         return fail("etcd at " + ep + ": " + (msg.empty() ? "HTTP " + std::to_string(status) : msg), error);
@@ -571,6 +581,8 @@ class etcd_client final : public client {
   curl_slist* headers_ = nullptr;
   std::size_t current_ = 0;
   std::atomic<bool> cancelled_{false};
+  std::atomic<bool> interrupted_{false};
+  bool watching_ = false;  ///< the calling thread's: a watch is under way
   bool access_refused_ = false;
   char errbuf_[CURL_ERROR_SIZE] = {};
 };

@@ -592,7 +592,7 @@ rounds() {
   run -77 timeout 30 "$TFB" serve --listen 127.0.0.1:0 --store "etcd://${ep#http://}/job"
   assert_output --partial "etcdserver: user name is empty"
   assert_output --partial "etcd has authentication on (etcdctl auth enable), and tfbarrier does not log in to etcd"
-  assert_output --partial "the hosts a shared --secret-file"
+  assert_output --partial "every input carries an HMAC with the job"
 }
 
 # ---- TLS: a 3-member etcd that serves https only and wants client certificates -------------------

@@ -287,6 +287,47 @@ TEST_F(etcd, watch_delivers_live_events_and_cancel_returns_promptly) {
   EXPECT_LT(returned - cancelled_at, 1s);
 }
 
+TEST_F(etcd, interrupt_ends_a_quiet_watch_promptly_and_the_next_watch_resumes) {
+  auto c = make(one_->endpoints());
+  auto writer = make(one_->endpoints());
+  std::string error;
+  txn_result r;
+  ASSERT_TRUE(writer->txn({}, {put(p() + "a", "1")}, {}, r, error)) << error;
+  std::chrono::steady_clock::time_point interrupted_at;
+  std::thread interrupter([&] {
+    std::this_thread::sleep_for(1500ms);  // the watch has had its event, and has no traffic
+    interrupted_at = std::chrono::steady_clock::now();
+    c->interrupt();
+  });
+  int got = 0;
+  auto end = c->watch(p(), prefix_end(p()), r.revision, [&](const std::vector<event>& evs) {
+    got += int(evs.size());
+    return true;
+  }, error);
+  auto returned = std::chrono::steady_clock::now();
+  interrupter.join();
+  EXPECT_EQ(end, watch_end::interrupted) << error;
+  EXPECT_EQ(got, 1);
+  EXPECT_LT(returned - interrupted_at, 1500ms);
+  // Not sticky, unlike cancel(): the next watch brings what was written meanwhile.
+  ASSERT_TRUE(writer->txn({}, {put(p() + "b", "2")}, {}, r, error)) << error;
+  std::vector<event> seen;
+  end = c->watch(p(), prefix_end(p()), r.revision, [&](const std::vector<event>& evs) {
+    seen = evs;
+    return false;
+  }, error);
+  EXPECT_EQ(end, watch_end::cancelled) << error;
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].now.key, p() + "b");
+  // An interrupt with no watch under way ends the next one at once; other calls do not see it.
+  c->interrupt();
+  std::vector<kv> out;
+  std::int64_t rev = 0;
+  EXPECT_TRUE(c->range(p() + "a", "", out, rev, error)) << error;
+  end = c->watch(p(), prefix_end(p()), 0, [](const std::vector<event>&) { return true; }, error);
+  EXPECT_EQ(end, watch_end::interrupted);
+}
+
 TEST_F(etcd, watch_of_a_compacted_revision) {
   auto c = make(one_->endpoints());
   std::string error;
