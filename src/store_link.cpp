@@ -200,31 +200,13 @@ bool link::sleep_for(std::chrono::milliseconds d) {
   return !stopping_;
 }
 
-bool link::ensure_origin(client& c, std::string& error) {
-  compare absent{compare::target::version, compare::op::equal, s_.keys.origin(), 0, {}};
-  op put{op::type::put, s_.keys.origin(), fmt::format("tfbarrier store sm={}", state_machine_version), {}, 0};
-  op read{op::type::range, s_.keys.origin(), {}, {}, 0};
-  txn_result r;
-  if (!c.txn({absent}, {put}, {read}, r, error)) return false;
-  if (r.succeeded) {
-    origin_rev_ = r.revision;
-  } else {
-    if (r.ranges.empty() || r.ranges[0].empty()) {
-      error = "the store's origin key vanished while it was read; try again";
-      return false;
-    }
-    origin_rev_ = r.ranges[0][0].create_revision;
-  }
-  return true;
-}
-
-/// PREFIX/key says which key MACs the prefix's inputs. The first host writes
-/// it; every other host must use the same key, or the hosts would each
+/// PREFIX/origin and PREFIX/key, which says which key MACs the prefix's
+/// inputs. The first host writes both; every other host must use the same key, or the hosts would each
 /// refuse the others' inputs and their states would part. With munge_key the
 /// first host makes a random key and seals it with MUNGE for its own uid:
 /// the job's hosts, the same user on the cluster's nodes, open it; munged
 /// gives nobody else its payload (docs/store.md, "Authorization").
-bool link::ensure_key(client& c, std::string& error) {
+bool link::ensure_origin(client& c, std::string& error) {
   std::string fresh;
   key_record mine;
   if (s_.munge_key && !s_.secret) {
@@ -238,20 +220,39 @@ bool link::ensure_key(client& c, std::string& error) {
   } else {
     mine = key_record{key_id(s_.secret), {}};
   }
-  compare absent{compare::target::version, compare::op::equal, s_.keys.key(), 0, {}};
-  op put{op::type::put, s_.keys.key(), mine.format(), {}, 0};
-  op read{op::type::range, s_.keys.key(), {}, {}, 0};
+  // The origin and the key record are made together, by the first host, or
+  // not at all: a prefix with state but no record (deleted by someone) is
+  // refused, rather than given a new key that the running hosts do not have.
+  compare no_origin{compare::target::version, compare::op::equal, s_.keys.origin(), 0, {}};
+  compare no_key{compare::target::version, compare::op::equal, s_.keys.key(), 0, {}};
+  op put_origin{op::type::put, s_.keys.origin(), fmt::format("tfbarrier store sm={}", state_machine_version), {}, 0};
+  op put_key{op::type::put, s_.keys.key(), mine.format(), {}, 0};
+  op read_origin{op::type::range, s_.keys.origin(), {}, {}, 0};
+  op read_key{op::type::range, s_.keys.key(), {}, {}, 0};
   txn_result r;
-  if (!c.txn({absent}, {put}, {read}, r, error)) return false;
+  if (!c.txn({no_origin, no_key}, {put_origin, put_key}, {read_origin, read_key}, r, error)) return false;
   if (r.succeeded) {
+    origin_rev_ = r.revision;
     if (!fresh.empty()) {
       munge_secret_ = fresh;
       s_.secret = &munge_secret_;
     }
     return true;
   }
+  if (r.ranges.size() != 2) {
+    error = "etcd answered the store's first transaction with what tfbarrier did not ask for";
+    return false;
+  }
+  if (!r.ranges[0].empty()) origin_rev_ = r.ranges[0][0].create_revision;
   key_record there;
-  if (r.ranges.empty() || r.ranges[0].empty() || !key_record::parse(r.ranges[0][0].value, there)) {
+  if (r.ranges[1].empty()) {
+    error = fmt::format("the store's prefix {} holds barriers but no key record ({}): someone deleted it, or an "
+                        "older tfbarrier made the prefix; give this job another prefix",
+                        s_.keys.prefix, s_.keys.key());
+    access_refused_ = true;
+    return false;
+  }
+  if (!key_record::parse(r.ranges[1][0].value, there)) {
     error = fmt::format("{} does not hold a key record of tfbarrier; this prefix is not tfbarrier's, or was "
                         "damaged: use another prefix for this job",
                         s_.keys.key());
@@ -342,7 +343,7 @@ bool link::start(std::string& error) {
   auto make = [&](std::unique_ptr<client>& c) { return (c = load_client(s_.client, error)) != nullptr; };
   if (!make(writer_c_) || !make(keeper_c_) || !make(watcher_c_) || !make(janitor_c_)) return false;
   std::int64_t lease = 0, inc = 0;
-  if (!ensure_origin(*writer_c_, error) || !ensure_key(*writer_c_, error) || !check_versions(*writer_c_, error) ||
+  if (!ensure_origin(*writer_c_, error) || !check_versions(*writer_c_, error) ||
       !register_self(*writer_c_, lease, inc, error)) {
     access_refused_ = access_refused_ || writer_c_->refused_access();
     return false;

@@ -115,7 +115,6 @@ class link {
  private:
   bool ensure_origin(client& c, std::string& error);
   bool check_versions(client& c, std::string& error);
-  bool ensure_key(client& c, std::string& error);
   bool take_sealed_key(const key_record& there, std::string& error);
   bool register_self(client& c, std::int64_t& lease, std::int64_t& inc, std::string& error);
   void writer_loop();

@@ -490,6 +490,10 @@ rounds() {
   run -77 timeout 30 "$TFB" serve --listen 127.0.0.1:0 --store "$STORE"
   assert_output --partial "use no key (--insecure"
   assert_output --partial "and this host a secret file"
+  # A prefix whose key record someone deleted gets no new one: the running hosts would not have it.
+  ETCDCTL_API=3 etcdctl --endpoints="$ETCD_ENDPOINTS" del "$(prefix_of_store)/key" >/dev/null
+  run -77 timeout 30 "$TFB" serve --listen 127.0.0.1:0 --store "$STORE" --insecure
+  assert_output --partial "holds barriers but no key record"
 }
 
 @test "with no secret where munged runs, the hosts share a key sealed by MUNGE: a forged batch is not applied, another user cannot open the key, a host with another key is refused" {
