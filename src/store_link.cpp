@@ -201,8 +201,9 @@ bool link::sleep_for(std::chrono::milliseconds d) {
 }
 
 /// PREFIX/origin and PREFIX/key, which says which key MACs the prefix's
-/// inputs. The first host writes both; every other host must use the same key, or the hosts would each
-/// refuse the others' inputs and their states would part. With munge_key the
+/// inputs. The first host writes both; every other host must use the same
+/// key, or the hosts would each refuse the others' inputs and their states
+/// would part. With munge_key the
 /// first host makes a random key and seals it with MUNGE for its own uid:
 /// the job's hosts, the same user on the cluster's nodes, open it; munged
 /// gives nobody else its payload (docs/store.md, "Authorization").
