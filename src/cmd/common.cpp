@@ -51,9 +51,10 @@ started_host& started() {
   return s;
 }
 
-/// The error the host started here logged since (it could not start: a
-/// store it cannot use, say), "" while there is none: the participant stops
-/// waiting for it and says why, rather than at its --connect-timeout.
+/// The error the host started here logged since, when it gave up (it could
+/// not start, for a reason that trying again would not fix: a store it
+/// cannot use, say), "" while it has not: the participant stops waiting for
+/// it and says why, rather than at its --connect-timeout.
 std::string started_host_error() {
   const started_host& h = started();
   if (h.from < 0) return {};
@@ -63,6 +64,9 @@ std::string started_host_error() {
   ssize_t n = ::pread(fd, text.data(), text.size(), h.from);
   ::close(fd);
   text.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  auto gave_up = text.rfind(fmt::format("tfbarrier: {} (exit ", self_start_gave_up));
+  if (gave_up == std::string::npos) return {};
+  text.resize(gave_up);
   constexpr std::string_view mark = "tfbarrier: error: ";
   auto at = text.rfind(mark);
   if (at == std::string::npos || (at > 0 && text[at - 1] != '\n')) return {};

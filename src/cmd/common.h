@@ -2,6 +2,7 @@
 // What the commands share: settings from the process, the connection to the
 // host, printing an outcome, and detaching a daemon. No Asio, no CLI11.
 #include <optional>
+#include <string_view>
 #include <string>
 
 #include "client.h"
@@ -22,6 +23,9 @@ std::string default_log_file();
 /// PRIVATE_DIR/serve-NODE[-JOB].history: the host's history file by default
 /// (node and job named as the log's); "" when there is no private directory.
 std::string default_history_file();
+/// What a self-started host that cannot start logs after its error, when
+/// trying again would not help (cmd/serve.cpp): its participant stops waiting.
+inline constexpr std::string_view self_start_gave_up = "this host cannot start; it gives up";
 /// How to reach the host; may start one here (settings::may_start_host).
 connect_options connection(const settings& s, const common_options& c);
 /// The participant's secret: --secret-file, else the default file if it exists.

@@ -329,7 +329,24 @@ int store_settings(const serve_options& o, host_options& h) {
 
 }  // namespace
 
+namespace {
+int serve_with(const serve_options& o);
+}
+
+/// A host that a participant started and that cannot start for a reason
+/// that trying again would not fix (a usage or authentication error) says
+/// so in its log, after its error: the participant stops waiting for it and
+/// shows that error (cmd/common.cpp). A host that cannot reach etcd yet, or
+/// lost the race for the port, does not: another participant's may start.
 int run_serve(const serve_options& o) {
+  int rc = serve_with(o);
+  if (o.self_started && (rc == exit_code::usage || rc == exit_code::auth))
+    tfb::print(stderr, "tfbarrier: {} (exit {})\n", self_start_gave_up, rc);
+  return rc;
+}
+
+namespace {
+int serve_with(const serve_options& o) {
   host_options h;
   if (int rc = listen_address(o, h); rc != exit_code::ok) return rc;
   h.idle_exit = o.idle_exit;
@@ -351,6 +368,7 @@ int run_serve(const serve_options& o) {
   if (int rc = store_settings(o, h); rc != exit_code::ok) return rc;
   return o.daemon ? serve_detached(o, h) : serve_here(o, h);
 }
+}  // namespace
 
 #ifndef TFB_NO_CLI
 // ---- The command line: CLI11's definition of `tfbarrier serve` ----

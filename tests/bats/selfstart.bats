@@ -115,12 +115,23 @@ participant() {
 }
 
 @test "a host started here that cannot start: the participant says why at once, not after --connect-timeout" {
-  # A store with nothing to key its inputs (no secret, --no-munge) or that no
-  # etcd answers at: either way, the host logs an error and exits.
+  # A store and a state directory, which do not go together: the host exits
+  # 2, which trying again would not fix, and says so in its log.
   local t0
   t0=$(date +%s)
   run -69 --separate-stderr timeout 50 "${PLAIN[@]}" TFBARRIER_PORT="$PORT" TFBARRIER_STORE="etcd://127.0.0.1:1/none" \
-    "$TFB" wait --name s --n 2 --connect-timeout 60s
+    TFBARRIER_STATE_DIR="$BATS_TEST_TMPDIR/state" "$TFB" wait --name s --n 2 --connect-timeout 60s
   [ $(($(date +%s) - t0)) -lt 30 ]
-  [[ $stderr == *"the host started here could not start ($HOST_LOG): "* ]] || { echo "$stderr"; false; }
+  [[ $stderr == *"the host started here could not start ($HOST_LOG): --state-dir journals"* ]] || { echo "$stderr"; false; }
+  grep -q "this host cannot start; it gives up (exit 2)" "$HOST_LOG"
+}
+
+@test "a host started here that cannot reach etcd (yet) does not end the wait early: another participant's host may" {
+  # Its host exits 69, which says nothing of a host that another participant
+  # starts once etcd is up: the participant waits its --connect-timeout.
+  "$TFB" secret >/dev/null  # the store's key: the host gets as far as etcd
+  run -69 --separate-stderr timeout 50 "${PLAIN[@]}" TFBARRIER_PORT="$PORT" TFBARRIER_STORE="etcd://127.0.0.1:1/none" \
+    "$TFB" wait --name s --n 2 --connect-timeout 3s
+  [[ $stderr == *"cannot reach the host at 127.0.0.1:$PORT within 3s"* ]] || { echo "$stderr"; false; }
+  ! grep -q "it gives up" "$HOST_LOG"
 }
