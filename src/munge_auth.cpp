@@ -58,7 +58,12 @@ bool available(std::string& why_not) {
   return true;
 }
 
-std::optional<std::string> encode(std::string_view payload, std::optional<uid_t> restrict_uid, std::string& error) {
+namespace {
+
+/// A credential of payload; only restrict_uid may decode it (if given); with
+/// aes, encrypted with AES whatever munged's default cipher.
+std::optional<std::string> encode_with(std::string_view payload, std::optional<uid_t> restrict_uid, bool aes,
+                                       std::string& error) {
   const library& l = lib();
   if (!l.encode) {
     error = l.error;
@@ -69,18 +74,25 @@ std::optional<std::string> encode(std::string_view payload, std::optional<uid_t>
     error = "cannot create a MUNGE context";
     return std::nullopt;
   }
-  if (restrict_uid) l.ctx_set(ctx, MUNGE_OPT_UID_RESTRICTION, *restrict_uid);
+  bool set = (!restrict_uid || l.ctx_set(ctx, MUNGE_OPT_UID_RESTRICTION, *restrict_uid) == EMUNGE_SUCCESS) &&
+             (!aes || l.ctx_set(ctx, MUNGE_OPT_CIPHER_TYPE, MUNGE_CIPHER_AES128) == EMUNGE_SUCCESS);
   char* cred = nullptr;
-  munge_err_t e = l.encode(&cred, ctx, payload.data(), static_cast<int>(payload.size()));
+  munge_err_t e = set ? l.encode(&cred, ctx, payload.data(), static_cast<int>(payload.size())) : EMUNGE_SNAFU;
   l.ctx_destroy(ctx);
   if (e != EMUNGE_SUCCESS) {
-    error = fmt::format("MUNGE: {}", l.strerror(e));
+    error = set ? fmt::format("MUNGE: {}", l.strerror(e)) : "MUNGE: cannot set the credential's options";
     if (cred) std::free(cred);
     return std::nullopt;
   }
   std::string out(cred);
   std::free(cred);
   return out;
+}
+
+}  // namespace
+
+std::optional<std::string> encode(std::string_view payload, std::optional<uid_t> restrict_uid, std::string& error) {
+  return encode_with(payload, restrict_uid, false, error);
 }
 
 namespace {
@@ -125,29 +137,7 @@ std::optional<decoded> unseal(std::string_view cred, bool& refused, std::string&
 }
 
 std::optional<std::string> seal(std::string_view payload, uid_t uid, std::string& error) {
-  const library& l = lib();
-  if (!l.encode) {
-    error = l.error;
-    return std::nullopt;
-  }
-  munge_ctx_t ctx = l.ctx_create();
-  if (!ctx) {
-    error = "cannot create a MUNGE context";
-    return std::nullopt;
-  }
-  bool set = l.ctx_set(ctx, MUNGE_OPT_UID_RESTRICTION, uid) == EMUNGE_SUCCESS &&
-             l.ctx_set(ctx, MUNGE_OPT_CIPHER_TYPE, MUNGE_CIPHER_AES128) == EMUNGE_SUCCESS;
-  char* cred = nullptr;
-  munge_err_t e = set ? l.encode(&cred, ctx, payload.data(), static_cast<int>(payload.size())) : EMUNGE_SNAFU;
-  l.ctx_destroy(ctx);
-  if (e != EMUNGE_SUCCESS) {
-    error = set ? fmt::format("MUNGE: {}", l.strerror(e)) : "MUNGE: cannot ask for an encrypted credential";
-    if (cred) std::free(cred);
-    return std::nullopt;
-  }
-  std::string out(cred);
-  std::free(cred);
-  return out;
+  return encode_with(payload, uid, true, error);
 }
 
 std::string to_wire(std::string cred) {
