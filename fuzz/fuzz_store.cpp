@@ -64,12 +64,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::string_view first = bytes.substr(0, nul), second = nul == std::string_view::npos ? "" : bytes.substr(nul + 1);
   output oa, ob;
   std::string error;
-  bool ok_a = a.apply_batch("A:1", 5, "k1", first, nullptr, oa, error);
-  bool ok_b = b.apply_batch("A:1", 5, "k1", first, nullptr, ob, error);
+  bool ok_a = a.apply_batch("A:1", 5, 0, "k1", first, nullptr, oa, error);
+  bool ok_b = b.apply_batch("A:1", 5, 0, "k1", first, nullptr, ob, error);
   check(ok_a == ok_b);
   check(ob.sends.empty());  // all of host A's: B answers none
-  ok_a = a.apply_batch("B:1", 6, "k2", second, nullptr, oa, error);
-  ok_b = b.apply_batch("B:1", 6, "k2", second, nullptr, ob, error);
+  ok_a = a.apply_batch("B:1", 6, 0, "k2", second, nullptr, oa, error);
+  ok_b = b.apply_batch("B:1", 6, 0, "k2", second, nullptr, ob, error);
   check(ok_a == ok_b);
   a.host_down("A:1", 5, oa);
   b.host_down("A:1", 5, ob);

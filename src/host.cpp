@@ -965,7 +965,7 @@ void server::on_store_events(const std::vector<store::event>& evs) {
       deliver(out, ev.now.mod_revision <= replayed_upto_);
     } else if (k.what == kind::input && put && ev.now.version == 1) {
       std::string error;
-      if (!replica_->apply_batch(k.host, k.inc, ev.now.key, ev.now.value, store_secret_ ? &*store_secret_ : nullptr,
+      if (!replica_->apply_batch(k.host, k.inc, k.seq, ev.now.key, ev.now.value, store_secret_ ? &*store_secret_ : nullptr,
                                  out, error))
         log(fmt::format("warning: store: {} not applied: {}", ev.now.key, error));
       deliver(out, ev.now.mod_revision <= replayed_upto_);

@@ -349,6 +349,7 @@ void replica::host_up(const std::string& h, std::int64_t inc, const presence& p)
 
 void replica::host_down(const std::string& h, std::int64_t inc, output& out) {
   incs_.erase({h, inc});
+  next_seq_.erase({h, inc});
   if (incarnation_of(h) == 0) hosts_.erase(h);
   // Every participant that came through (h, inc): lost with that host. A
   // participant that came back through a newer incarnation is someone else.
@@ -362,8 +363,8 @@ void replica::host_down(const std::string& h, std::int64_t inc, output& out) {
   for (conn_id rid : lost) forget(rid);
 }
 
-bool replica::apply_batch(const std::string& h, std::int64_t inc, std::string_view key, std::string_view value,
-                          const std::string* secret, output& out, std::string& error) {
+bool replica::apply_batch(const std::string& h, std::int64_t inc, std::uint64_t seq, std::string_view key,
+                          std::string_view value, const std::string* secret, output& out, std::string& error) {
   std::vector<std::string_view> lines;
   if (!open_batch(value, key, secret, lines, error)) return false;
   std::vector<door_input> inputs(lines.size());
@@ -375,6 +376,15 @@ bool replica::apply_batch(const std::string& h, std::int64_t inc, std::string_vi
     error = fmt::format("a batch of {} incarnation {}, which is not present", h, inc);
     return false;
   }
+  // A host writes each sequence once, in order; the MAC binds a batch to its
+  // key, so a forger can only put an old batch again, which is refused.
+  std::uint64_t& next = next_seq_[{h, inc}];
+  if (seq < next) {
+    error = fmt::format("batch {} of {} incarnation {} again, after batch {} was applied: a replay", seq, h, inc,
+                        next - 1);
+    return false;
+  }
+  next = seq + 1;
   for (const auto& in : inputs) apply(h, inc, in, out);
   return true;
 }
@@ -425,7 +435,10 @@ std::string replica::dump() const {
   w.word("replica").num(state_machine_version).num(next_).num(last_now_).end();
   // The incarnations only: what a presence says (pid, address) is for this
   // host's display, and a host that caught up may know less of it.
-  for (const auto& [h, inc] : incs_) w.word("host").str(h).num(inc).end();
+  for (const auto& [h, inc] : incs_) {
+    auto seq = next_seq_.find({h, inc});
+    w.word("host").str(h).num(inc).num(seq == next_seq_.end() ? 0 : seq->second).end();
+  }
   std::vector<std::pair<conn_id, const gid*>> ids;
   ids.reserve(ids_.size());
   for (const auto& [g, rid] : ids_) ids.emplace_back(rid, &g);
@@ -437,6 +450,7 @@ std::string replica::dump() const {
 
 bool replica::load(std::string_view text, std::string& error) {
   std::set<std::pair<std::string, std::int64_t>> incs;
+  std::map<std::pair<std::string, std::int64_t>, std::uint64_t> next_seq;
   std::map<gid, conn_id> ids;
   std::unordered_map<conn_id, gid> back;
   conn_id next = 0;
@@ -469,8 +483,10 @@ bool replica::load(std::string_view text, std::string& error) {
     if (kind == "host") {
       std::string h;
       std::int64_t inc = 0;
-      if (!r.str(h) || !r.num(inc) || !r.at_end() || inc <= 0 || !incs.emplace(h, inc).second)
+      std::uint64_t seq = 0;
+      if (!r.str(h) || !r.num(inc) || !r.num(seq) || !r.at_end() || inc <= 0 || !incs.emplace(h, inc).second)
         return fail("a malformed host");
+      if (seq > 0) next_seq.emplace(std::pair{h, inc}, seq);
     } else if (kind == "id") {
       conn_id rid = 0;
       gid g;
@@ -498,6 +514,7 @@ bool replica::load(std::string_view text, std::string& error) {
     return it == incs.end() || it->first != h.first;
   });
   incs_ = std::move(incs);
+  next_seq_ = std::move(next_seq);
   ids_ = std::move(ids);
   back_ = std::move(back);
   next_ = next;

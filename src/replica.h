@@ -28,7 +28,7 @@ namespace tfb::store {
 
 /// The rules' version: every host of a store must run the same (a host of
 /// another version is refused), since they must all reach the same state.
-constexpr int state_machine_version = 1;
+constexpr int state_machine_version = 2;  // 2: a batch applied once per sequence (replays refused)
 
 /// The keys under a store's prefix.
 struct layout {
@@ -139,10 +139,12 @@ class replica {
   /// was written): its participants of open rounds are withdrawn, as by a
   /// lost connection.
   void host_down(const std::string& h, std::int64_t inc, output& out);
-  /// A batch of host h (incarnation inc) was written: apply each input.
-  /// False (and nothing applied) when it is malformed or its MAC is wrong.
-  bool apply_batch(const std::string& h, std::int64_t inc, std::string_view key, std::string_view value,
-                   const std::string* secret, output& out, std::string& error);
+  /// Batch seq of host h (incarnation inc) was written: apply each input.
+  /// False (and nothing applied) when it is malformed, its MAC is wrong, or
+  /// it is a replay: a batch of that incarnation with this sequence or a
+  /// later one was applied already (someone put an old batch again).
+  bool apply_batch(const std::string& h, std::int64_t inc, std::uint64_t seq, std::string_view key,
+                   std::string_view value, const std::string* secret, output& out, std::string& error);
 
   barrier_set& state() { return state_; }
   const barrier_set& state() const { return state_; }
@@ -174,6 +176,8 @@ class replica {
   barrier_set& state_;
   std::map<std::string, presence> hosts_;  // live hosts, by key name
   std::set<std::pair<std::string, std::int64_t>> incs_;
+  /// Per incarnation present: the lowest batch sequence it may still apply.
+  std::map<std::pair<std::string, std::int64_t>, std::uint64_t> next_seq_;
   std::map<gid, conn_id> ids_;
   std::unordered_map<conn_id, gid> back_;
   conn_id next_ = 1;

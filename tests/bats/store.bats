@@ -548,6 +548,36 @@ rounds() {
   assert_output --partial "does not hold a key record of tfbarrier"
 }
 
+@test "an old batch put again in etcd (a replay: its MAC is right) is not applied: a participant that left is not counted again" {
+  store_host 0
+  store_host 1
+  on 0 w0 --name rp --n 2 --rank 0
+  arrived_on 1 rp 1
+  # The batch of host 0 that holds w0's ARRIVE, byte for byte.
+  local inc dir key w
+  inc=$(sed -n "s/.*tfbarrier\[${STORE_PID[0]}\]: store: registered as .* (incarnation \([0-9]*\)).*/\1/p" "$HOST_LOG")
+  dir="$(prefix_of_store)/in/$(uname -n):${STORE_PORT[0]}/$inc/"
+  key=$(ETCDCTL_API=3 etcdctl --endpoints="$ETCD_ENDPOINTS" get --prefix "$dir" -w json |
+    python3 -c 'import base64, json, sys
+for kv in json.load(sys.stdin).get("kvs", []):
+    v = base64.b64decode(kv["value"])
+    if b"ARRIVE name=rp" in v:
+        sys.stdout.buffer.write(base64.b64decode(kv["key"]))
+        open(sys.argv[1], "wb").write(v)
+        break' "$BATS_TEST_TMPDIR/batch")
+  [ -n "$key" ]
+  w=$(pgrep -P "${PID_OF[w0]}")  # the wait under spawn's timeout (env execs it)
+  kill -9 "$w"
+  arrived_on 1 rp 0
+  # Put again over the key itself, it is a later version, which no host applies;
+  # deleted first, the key is new again: only its sequence tells the replay.
+  ctl del "$key" >/dev/null
+  etcd_put "$key" <"$BATS_TEST_TMPDIR/batch"
+  wait_for_match "$HOST_LOG" "store: $key not applied: batch [0-9]+ of .* again, after batch [0-9]+ was applied: a replay" 10
+  # Rank 1 waits alone: rank 0 left, and its replayed ARRIVE counts for nothing.
+  run -124 env TFBARRIER_ADDR="$A_1" timeout 3 "$TFB" wait --name rp --n 2 --rank 1
+}
+
 @test "a participant killed while its arrival is still on its way to etcd is withdrawn: the others are not released with it" {
   # Its host wrote the ARRIVE (etcd stalled: the write waits), then saw the
   # connection close before the ARRIVE came back applied: the departure must

@@ -189,12 +189,13 @@ struct two_hosts {
   std::pair<output, output> write(const std::string& h, std::int64_t inc, const std::vector<door_input>& ins) {
     std::vector<std::string> lines;
     for (const auto& in : ins) lines.push_back(encode(in));
-    std::string key = layout{"/t"}.input(h, inc, seq++);
+    std::uint64_t n = seq++;
+    std::string key = layout{"/t"}.input(h, inc, n);
     std::string value = seal_batch(lines, key, &secret);
     std::pair<output, output> out;
     std::string error;
-    EXPECT_TRUE(a.apply_batch(h, inc, key, value, &secret, out.first, error)) << error;
-    EXPECT_TRUE(b.apply_batch(h, inc, key, value, &secret, out.second, error)) << error;
+    EXPECT_TRUE(a.apply_batch(h, inc, n, key, value, &secret, out.first, error)) << error;
+    EXPECT_TRUE(b.apply_batch(h, inc, n, key, value, &secret, out.second, error)) << error;
     return out;
   }
 };
@@ -274,6 +275,42 @@ TEST(Replica, AVerdictFromOneHostReachesTheOther) {
   EXPECT_NE(lines_to(a, 2).find("DECIDED name=e gen=1 verdict=stop"), std::string::npos) << lines_to(a, 2);
 }
 
+TEST(Replica, AnOldBatchPutAgainIsARefusedReplayOnEveryHostAndAfterASnapshot) {
+  // Host A's participant arrives (batch 0) and leaves (batch 1). Someone who
+  // can write to etcd puts batch 0 again: its MAC is right, but applied, it
+  // would count the participant that left, and release rank 1 without it.
+  two_hosts t;
+  t.seq = 0;
+  t.write("A:1", 10, {arrival(1, "e", 2, 0, 100)});
+  t.write("A:1", 10, {input::leave{1, departure::disconnected, 101}});
+  std::string key = layout{"/t"}.input("A:1", 10, 0);
+  std::string old = seal_batch({encode(arrival(1, "e", 2, 0, 100))}, key, &t.secret);
+  barrier_set sc;
+  replica c{"C:1", sc};
+  std::string error;
+  ASSERT_TRUE(c.load(t.a.dump(), error)) << error;  // a host that starts from a snapshot now
+  for (auto* r : {&t.a, &t.b, &c}) {
+    output out;
+    EXPECT_FALSE(r->apply_batch("A:1", 10, 0, key, old, &t.secret, out, error));
+    EXPECT_NE(error.find("batch 0 of A:1 incarnation 10 again, after batch 1 was applied: a replay"),
+              std::string::npos)
+        << error;
+  }
+  EXPECT_EQ(t.a.dump(), c.dump());
+  auto [a, b] = t.write("B:1", 11, {arrival(4, "e", 2, 1, 102)});
+  EXPECT_EQ(lines_to(b, 4).find("RELEASE"), std::string::npos) << lines_to(b, 4);
+  // The next batch of A is applied as ever; a new incarnation starts from 0.
+  t.seq = 2;
+  t.write("A:1", 10, {arrival(2, "e", 2, 0, 103)});
+  presence p{state_machine_version, "n", "x", 1};
+  t.a.host_up("A:1", 20, p);
+  output out;
+  std::string k20 = layout{"/t"}.input("A:1", 20, 0);
+  EXPECT_TRUE(t.a.apply_batch("A:1", 20, 0, k20, seal_batch({encode(arrival(9, "f", 2, 0, 104))}, k20, &t.secret),
+                              &t.secret, out, error))
+      << error;
+}
+
 TEST(Replica, ALostHostWithdrawsOnlyItsOwnIncarnation) {
   two_hosts t;
   t.write("A:1", 10, {arrival(1, "e", 3, 0, 100)});
@@ -307,15 +344,15 @@ TEST(Replica, ABatchOfAnIncarnationThatIsGoneIsNotApplied) {
   t.a.host_down("B:1", 11, out);
   std::string key = layout{"/t"}.input("B:1", 11, 0);
   std::string error;
-  EXPECT_FALSE(t.a.apply_batch("B:1", 11, key, seal_batch({encode(arrival(1, "e", 2, 1, 5))}, key, &t.secret),
+  EXPECT_FALSE(t.a.apply_batch("B:1", 11, 0, key, seal_batch({encode(arrival(1, "e", 2, 1, 5))}, key, &t.secret),
                                &t.secret, out, error));
   EXPECT_NE(error.find("not present"), std::string::npos) << error;
   EXPECT_EQ(t.sa.barrier_count(), 0u);
   // Nor a forged one, nor a malformed one: nothing of it is applied.
   key = layout{"/t"}.input("A:1", 10, 0);
-  EXPECT_FALSE(t.a.apply_batch("A:1", 10, key, seal_batch({encode(arrival(1, "e", 2, 1, 5))}, key, nullptr),
+  EXPECT_FALSE(t.a.apply_batch("A:1", 10, 0, key, seal_batch({encode(arrival(1, "e", 2, 1, 5))}, key, nullptr),
                                &t.secret, out, error));
-  EXPECT_FALSE(t.a.apply_batch("A:1", 10, key,
+  EXPECT_FALSE(t.a.apply_batch("A:1", 10, 0, key,
                                seal_batch({encode(arrival(1, "e", 2, 1, 5)), "A junk"}, key, &t.secret), &t.secret,
                                out, error));
   EXPECT_EQ(t.sa.barrier_count(), 0u);

@@ -208,7 +208,7 @@ TEST(StateDump, BrokenTextIsRefusedAndChangesNothing) {
 TEST(StateDump, AHandWrittenSnapshotLoads) {
   // The seed of the fuzzer's corpus (fuzz/corpus/store/snapshot-1): the format as docs/store.md shows it.
   const std::string text =
-      "replica 1 3 100\nhost =A:1 5\nhost =B:1 6\nid 1 =A:1 5 7\nid 2 =B:1 6 8\nstate\n"
+      "replica 2 3 100\nhost =A:1 5 4\nhost =B:1 6 0\nid 1 =A:1 5 7\nid 2 =B:1 6 8\nstate\n"
       "set 1 0 1 2 = =A:1\nbar =job =e 0 0 = 100\nfin 1 1 = 2 =p0 =p1\n"
       "rnd open 2 3 =rank%200 - 0 = = 100 -1 1 0 0 0 0 0\nmem 1 0 =n 100 1 =p0 0 0 1 0 100\n"
       "gone 1 =n 101 1 99 =p1\nat 1 2 1\nend\n";
@@ -230,7 +230,7 @@ TEST(StateDump, AHandWrittenSnapshotLoads) {
 // waits nowhere could never be withdrawn).
 TEST(StateDump, AnInconsistentSnapshotIsRefused) {
   const std::string base =
-      "replica 1 3 100\nhost =A:1 5\nid 1 =A:1 5 7\nstate\n"
+      "replica 2 3 100\nhost =A:1 5 0\nid 1 =A:1 5 7\nstate\n"
       "set 1 0 1 2 = =A:1\nbar =job =e 0 0 = 100\n"
       "rnd open 2 N =rank%200 - 0 = = 100 -1 1 0 0 0 0 0\nmem 1 0 =n 100 1 =p0 0 0 1 0 100\nAT\nend\n";
   auto text = [&](std::string n, std::string at) {
@@ -252,7 +252,7 @@ TEST(StateDump, AnInconsistentSnapshotIsRefused) {
   std::string t = text("3", "at 1 2 1");
   EXPECT_FALSE(r.load(std::string(t).replace(t.find("id 1 =A:1 5 7"), 13, "id 1 =A:1 4 7"), error));
   EXPECT_FALSE(r.load(std::string(t).replace(t.find("id 1 =A:1 5 7"), 13, "id 7 =A:1 5 7"), error));
-  EXPECT_FALSE(r.load(std::string(t).replace(0, t.find('\n'), "replica 1 1 100"), error));  // member 1 >= next 1
+  EXPECT_FALSE(r.load(std::string(t).replace(0, t.find('\n'), "replica 2 1 100"), error));  // member 1 >= next 1
 }
 
 TEST(StateDump, AHostBackBeforeItsOldEndIsWrittenDumpsBothIncarnations) {
@@ -265,7 +265,7 @@ TEST(StateDump, AHostBackBeforeItsOldEndIsWrittenDumpsBothIncarnations) {
   output out;
   std::vector<std::string> lines{store::encode(input::arrive{1, arrive_req("job", "e", 2, "p0", 0u), peer_info{"n", 1}, 10})};
   std::string key = store::layout{"/t"}.input("A:1", 5, 0), error;
-  ASSERT_TRUE(a.apply_batch("A:1", 5, key, store::seal_batch(lines, key, nullptr), nullptr, out, error)) << error;
+  ASSERT_TRUE(a.apply_batch("A:1", 5, 0, key, store::seal_batch(lines, key, nullptr), nullptr, out, error)) << error;
   a.host_up("A:1", 9, p);
   EXPECT_EQ(a.incarnation_of("A:1"), 9);
   EXPECT_TRUE(a.present("A:1", 5));
@@ -290,7 +290,7 @@ TEST(StateDump, ASecondArrivalOnAWaitingConnectionIsDroppedSoTheStateStaysWhole)
   std::string bytes =
       "A 1 10 7 n0 ARRIVE name=e scope=j id=a n=2 rank=0\nA 1 11 8 n1 ARRIVE name=e scope=k id=b n=3 rank=1\n", error;
   output out;
-  ASSERT_TRUE(r.apply_batch("A:1", 5, "k", bytes, nullptr, out, error)) << error;
+  ASSERT_TRUE(r.apply_batch("A:1", 5, 0, "k", bytes, nullptr, out, error)) << error;
   EXPECT_TRUE(s.status(proto::status_req{"k", "", false}, 20).barriers.empty());  // dropped: never made
   r.host_down("A:1", 5, out);
   EXPECT_EQ(s.status(proto::status_req{"j", "e", true}, 20).barriers.at(0).arrived, 0u);
@@ -315,7 +315,7 @@ TEST(StateDump, AReplicaLoadedFromASnapshotRoutesAsTheOthers) {
     std::vector<std::string> lines;
     for (const auto& in : ins) lines.push_back(store::encode(in));
     std::string key = store::layout{"/t"}.input(h, inc, seq), error;
-    ASSERT_TRUE(r.apply_batch(h, inc, key, store::seal_batch(lines, key, nullptr), nullptr, o, error)) << error;
+    ASSERT_TRUE(r.apply_batch(h, inc, seq, key, store::seal_batch(lines, key, nullptr), nullptr, o, error)) << error;
   };
   auto arrive = [&](conn_id conn, std::uint32_t rank) {
     return input::arrive{conn, arrive_req("job", "e", 3, "r" + std::to_string(rank), rank), peer_info{"node", rank}, 100};
