@@ -61,7 +61,7 @@ class engine {
  public:
   explicit engine(const connect_options& o)
       : o_(o), socket_(io_), signals_(io_, SIGINT, SIGTERM), deadline_(io_), timeout_(io_), progress_(io_),
-        keepalive_(io_), interrupt_grace_(io_) {}
+        keepalive_(io_), interrupt_grace_(io_), reply_deadline_(io_) {}
 
   /// A call that survives a lost connection: reconnect, send the same request
   /// again (same id), and keep the host's liveness in check with PINGs.
@@ -98,6 +98,7 @@ class engine {
     progress_.cancel();
     keepalive_.cancel();
     interrupt_grace_.cancel();
+    reply_deadline_.cancel();
   }
   bool done() const { return result_.has_value(); }
   asio::steady_timer& timeout_timer() { return timeout_; }
@@ -283,7 +284,7 @@ class engine {
       // Reconnect with backoff and send the same request again: the host knows our id.
       if (lost) {
         lost_ = end.why;
-        if (!o_.quiet_reconnect) tfb::print(stderr, "tfbarrier: {}; reconnecting\n", end.why);
+        if (!o_.quiet_reconnect) tfb::print(stderr, "tfbarrier: {}; reconnecting\n", printable(end.why));
       }
       socket_ = tcp::socket(io_);
       ++conn_gen_;
@@ -298,8 +299,8 @@ class engine {
   /// once, and connect again, within the connect budget. False once the call
   /// is over (the budget is spent, or it was interrupted).
   awaitable<bool> back_off_busy(const std::string& why) {
-    if (busy_.empty() && !o_.quiet_reconnect)
-      tfb::print(stderr, "tfbarrier: the host at {} is busy ({}); trying again for up to {}\n", o_.addr, why,
+    if (busy_.empty() && !o_.quiet_reconnect)  // its words come before it proved who it is: shown, not obeyed
+      tfb::print(stderr, "tfbarrier: the host at {} is busy ({}); trying again for up to {}\n", o_.addr, printable(why),
                  format_duration(o_.connect_timeout));
     busy_ = why;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(budget_from_ + o_.connect_timeout - clock::now());
@@ -349,6 +350,8 @@ class engine {
                             o_.secret ? &*o_.secret : nullptr, pipelined_, !peer_loopback_ && !o_.insecure,
                             o_.store};
     conn_.emplace(cfg, env_, request);
+    reply_deadline_.cancel();  // a reply of the last connection is not awaited any more
+    reply_begun_ = false;
     write_sealed(conn_->start(auth::make_nonce()));
     conn_end end = co_await read_replies();
     connected_ = false;
@@ -432,6 +435,7 @@ class engine {
           auto out = conn_->feed(std::move(*l));
           if (act(out, end)) co_return end;
         }
+        if (!done()) bound_reply_time();
         if (splitter.overflow()) {
           finish(outcome{exit_code::protocol, "", fmt::format("the host at {} sent an over-long line", o_.addr)});
           co_return end;
@@ -441,6 +445,33 @@ class engine {
       if (!done()) end = lost(e.code());
     }
     co_return end;
+  }
+
+  /// A multi-line reply (STATUS, HISTORY) that has begun must end within
+  /// --connect-timeout of its first line: a host that trickles one for ever
+  /// holds no call for ever (its size is bounded too: proto::max_reply_bytes).
+  void bound_reply_time() {
+    std::string_view kind = conn_->partial_reply();
+    if (kind.empty() || reply_begun_) {
+      if (kind.empty() && reply_begun_) {
+        reply_begun_ = false;
+        reply_deadline_.cancel();
+      }
+      return;
+    }
+    reply_begun_ = true;
+    if (!acknowledged_) {  // the host has begun to answer: from here on this deadline rules
+      acknowledged_ = true;
+      deadline_.cancel();
+    }
+    reply_deadline_.expires_after(o_.connect_timeout);
+    reply_deadline_.async_wait([this, gen = conn_gen_, kind = std::string(kind)](asio::error_code ec) {
+      if (ec || done() || gen != conn_gen_) return;
+      finish(outcome{exit_code::protocol, "",
+                     fmt::format("the host at {} began a {} reply and did not end it within {} (--connect-timeout): "
+                                 "it is not a tfbarrier host, or a faulty one",
+                                 o_.addr, kind, format_duration(o_.connect_timeout))});
+    });
   }
 
   /// Why a connection was lost, or the call's end when the connect budget is spent.
@@ -464,6 +495,8 @@ class engine {
   tcp::socket socket_;
   asio::signal_set signals_;
   asio::steady_timer deadline_, timeout_, progress_, keepalive_, interrupt_grace_;
+  asio::steady_timer reply_deadline_;  ///< for the end of a multi-line reply that has begun
+  bool reply_begun_ = false;
   /// How long an interrupted call waits for the host to answer its LEAVE.
   static constexpr duration interrupt_grace = std::chrono::seconds(1);
   reply_handler handler_;
@@ -551,6 +584,12 @@ std::string arrived_text(const proto::barrier_info& b) {
     s += fmt::format("; missing ranks {}", *b.missing);
   return s;
 }
+
+/// The most `report` holds of a host's history, all pages together (as
+/// proto::reply_reader::cost counts): 512 MiB, some 20 times a history of
+/// the default 1,000,000 arrivals (serve --history; an arrival is about 20
+/// bytes of an ARR line).
+constexpr std::size_t max_history_bytes = 8 * proto::max_reply_bytes;
 
 /// How long a timed-out participant waits for the host to confirm its LEAVE.
 constexpr duration leave_grace = 2s;
@@ -823,22 +862,37 @@ class tcp_coordinator final : public coordinator {
   }
 
   // HISTORY in pages of about 256 KiB: one connection each, until the host
-  // says there is no next page.
+  // says there is no next page. Each page is bounded (proto::max_reply_bytes),
+  // and so is the whole: a host that sends page after page for ever, or
+  // empty pages that say there is more, gets exit 70.
   outcome history(const proto::history_req& h) override {
     proto::history_req req = h;
     std::vector<std::string> lines;
+    std::size_t held = 0;
     for (;;) {
       engine e(o_);
       std::optional<std::uint64_t> next;
+      bool empty = false;
       outcome got = e.run(proto::format_request(req), [&](const proto::reply& r) -> std::optional<outcome> {
         if (auto* p = std::get_if<proto::history_page>(&r)) {
+          for (const auto& l : p->lines) held += proto::reply_reader::cost(l);
           lines.insert(lines.end(), p->lines.begin(), p->lines.end());
           next = p->next;
+          empty = p->lines.empty();
           return outcome{};
         }
         return std::nullopt;
       });
       if (got.exit_code != exit_code::ok) return got;
+      if (next && (empty || held > max_history_bytes))
+        return outcome{exit_code::protocol, "",
+                       empty ? fmt::format("the host at {} sent an empty page of its history that says there is "
+                                           "more: it is not a tfbarrier host, or a faulty one",
+                                           o_.addr)
+                             : fmt::format("the host at {} sent a history over {} MiB, and said there was more: "
+                                           "read its history file instead (report --file), or ask for less "
+                                           "(--last, --name)",
+                                           o_.addr, max_history_bytes >> 20)};
       if (!next || *next <= req.from) break;
       req.from = *next;
       req.last = 0;  // the rounds from `next` on: the caller keeps the last K again

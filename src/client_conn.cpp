@@ -70,6 +70,11 @@ conn_output client_conn::feed(std::string l) {
                                              cfg_.addr));
   std::string err;
   auto rep = reader_.feed(l, err);
+  if (reader_.too_long())  // a STATUS or HISTORY that streams on and on: its size is bounded, so is ours
+    return fail(exit_code::protocol,
+                fmt::format("the host at {} {}; a tfbarrier host's replies are far smaller (docs/protocol.md, "
+                            "bounded message sizes): it is not a tfbarrier host, or a faulty one",
+                            cfg_.addr, err));
   if (!err.empty())
     return fail(exit_code::protocol,
                 greeted_ ? fmt::format("the host at {} sent a line this client does not understand: {}", cfg_.addr, err)

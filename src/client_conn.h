@@ -96,6 +96,9 @@ class client_conn {
 
   bool greeted() const { return greeted_; }
   bool pipelined() const { return cfg_.pipeline; }
+  /// "status" or "history" while a multi-line reply has begun and not ended
+  /// (its end must come within a deadline), else "".
+  std::string_view partial_reply() const { return reader_.partial(); }
 
  private:
   conn_output greeting(const proto::hello_reply& hr, std::string_view raw);

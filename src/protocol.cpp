@@ -709,6 +709,39 @@ bool read_status_line(status_reply& st, const line& l, reader& r) {
 }  // namespace
 
 std::optional<reply> reply_reader::feed(std::string_view raw, std::string& error) {
+  if (too_long_) {
+    error = "the stream went on past a reply that was too long";
+    return std::nullopt;
+  }
+  auto out = read(raw, error);
+  if (!partial().empty()) {
+    // A reply that does not end is refused before it grows the client far.
+    bytes_ += cost(raw);
+    if (bytes_ > max_bytes_) {
+      std::string_view kind = partial();
+      error = fmt::format("sent a {} reply over {} without its end", kind,
+                          max_bytes_ >= (1u << 20) ? fmt::format("{} MiB", max_bytes_ >> 20)
+                                                   : fmt::format("{} bytes", max_bytes_));
+      status_.reset();
+      history_.reset();
+      too_long_ = true;
+      return std::nullopt;
+    }
+  } else {
+    bytes_ = 0;
+  }
+  return out;
+}
+
+std::size_t reply_reader::cost(std::string_view raw) {
+  std::size_t record = raw.starts_with("BARRIER ")  ? sizeof(barrier_info)
+                       : raw.starts_with("MEMBER ") ? sizeof(barrier_info::member)
+                       : raw.starts_with("GONE ")   ? sizeof(barrier_info::gone_member)
+                                                    : sizeof(std::string);  // MISSING, a HISTORY line
+  return raw.size() + 1 + record;
+}
+
+std::optional<reply> reply_reader::read(std::string_view raw, std::string& error) {
   // ERR lines have a bare kind word: handle before the key=value parser.
   if (raw.starts_with("ERR ") || raw == "ERR") {
     std::string_view rest = raw.size() > 4 ? raw.substr(4) : std::string_view{};
@@ -744,7 +777,7 @@ std::optional<reply> reply_reader::feed(std::string_view raw, std::string& error
     }
   } else if (verb == "BARRIER") {
     status_ = status_reply{};
-    return feed(raw, error);
+    return read(raw, error);
   } else if (verb == "END") {
     out = status_reply{};
   } else if (verb == "HELLO") {

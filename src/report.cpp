@@ -166,7 +166,8 @@ std::string json(const analysis& a) {
     return out;
   };
   json j{{"rounds", rounds}, {"stragglers", {{"ranks", list(a.ranks, "node")}, {"nodes", list(a.nodes, "ranks")}}}};
-  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  // ASCII (\u202e for U+202E): a terminal shows it as it is, and a JSON reader decodes it alike.
+  return j.dump(2, ' ', true, json::error_handler_t::replace) + "\n";
 }
 
 std::string csv(const std::vector<hist::round_view>& rounds) {

@@ -537,7 +537,7 @@ std::string settings_to_json(const settings& s) {
   j["source"] = {{"host", s.host.source}, {"port", s.port.source}, {"n", s.n.source},
                  {"rank", s.rank.source}, {"scope", s.scope.source}, {"node", s.node.source},
                  {"insecure", s.insecure.source}, {"store", s.store.source}};
-  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+  return j.dump(2, ' ', true, nlohmann::json::error_handler_t::replace);  // ASCII: safe on a terminal
 }
 
 }  // namespace tfb

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "duration.h"
+#include "text.h"
 
 namespace tfb::watch {
 namespace {
@@ -66,10 +67,12 @@ std::string bar(std::uint32_t arrived, std::uint32_t n, std::size_t width, bool 
 std::vector<std::string> render(const proto::status_reply& st, std::string_view title, std::size_t width, bool utf8) {
   width = std::max<std::size_t>(width, 20);
   std::vector<std::string> lines;
-  lines.push_back(fit(title, width, utf8));
+  // What came from the host (names, an abort's reason) is escaped before it
+  // is measured and cut: shown, never obeyed by the terminal.
+  lines.push_back(fit(printable(title), width, utf8));
   if (st.barriers.empty()) lines.push_back("no barriers");
   for (const auto& b : st.barriers) {
-    std::string name = fit(fmt::format("{} r{}", b.name, b.gen), std::max<std::size_t>(width / 3, 12), utf8);
+    std::string name = fit(printable(fmt::format("{} r{}", b.name, b.gen)), std::max<std::size_t>(width / 3, 12), utf8);
     std::string right = fmt::format(" {} {} {}  chief {}  verdict {}", arrivals(b), proto::to_string(b.state),
                                     format_duration(duration(b.age_ms)), b.chief ? "yes" : "no",
                                     proto::to_string(b.v));
@@ -81,7 +84,36 @@ std::vector<std::string> render(const proto::status_reply& st, std::string_view 
       line += bar(arrived, n, width - used, utf8);
     }
     lines.push_back(fit(line + right, width, utf8));
-    lines.push_back(fit(missing_line(b), width, utf8));
+    lines.push_back(fit(printable(missing_line(b)), width, utf8));
+  }
+  return lines;
+}
+
+std::vector<std::string> table(const proto::status_reply& st, bool members) {
+  std::vector<std::string> lines;
+  // Every field came from the host: each line is shown escaped, never obeyed.
+  auto show = [&](const std::string& line) { lines.push_back(printable(line)); };
+  show(fmt::format("{:<12} {:<16} {:>5} {:<9} {:>9} {:<5} {:<8} {:>8}  {}", "SCOPE", "NAME", "ROUND", "STATE", "ARRIVED",
+                   "CHIEF", "VERDICT", "OPEN FOR", "MISSING RANKS"));
+  for (const auto& b : st.barriers) {
+    // An aborted round is over: the host keeps its reason, not its arrivals.
+    std::string arrived = b.state == proto::round_state::aborted ? "-" : arrivals(b);
+    show(fmt::format("{:<12} {:<16} {:>5} {:<9} {:>9} {:<5} {:<8} {:>8}  {}", b.scope, b.name, b.gen,
+                     proto::to_string(b.state), arrived, b.chief ? "yes" : "no", proto::to_string(b.v),
+                     format_duration(duration(b.age_ms)), b.missing ? (b.missing->empty() ? "none" : *b.missing) : "-"));
+    if (b.state == proto::round_state::aborted) show(fmt::format("    aborted{}{}", b.reason.empty() ? "" : ": ", b.reason));
+    if (!members) continue;
+    for (const auto& m : b.members) {
+      std::string rank = m.rank ? fmt::format("rank {}", *m.rank) : "no rank";
+      if (m.host.empty())  // restored from the host's journal; its host and pid come back with it
+        show(fmt::format("    {:<10} present before the host restarted, not back yet{}", rank, m.chief ? " (chief)" : ""));
+      else
+        show(fmt::format("    {:<10} {} pid {}{}, arrived {} ago{}", rank, m.host, m.pid, m.chief ? " (chief)" : "",
+                         format_duration(duration(m.age_ms)), m.via.empty() ? "" : " through the host " + m.via));
+    }
+    for (const auto& g : b.gone)
+      show(fmt::format("    {:<10} {} pid {}: {} {} ago", g.rank ? fmt::format("rank {}", *g.rank) : "no rank", g.host,
+                       g.pid, proto::to_string(g.how), format_duration(duration(g.ago_ms))));
   }
   return lines;
 }

@@ -20,7 +20,7 @@
 
 namespace tfb {
 
-void print_error(const std::string& text) { tfb::print(stderr, "tfbarrier: error: {}\n", printable(text)); }
+void print_error(const std::string& text) { tfb::print(stderr, "tfbarrier: error: {}\n", printable(text, true)); }
 
 namespace cmd {
 namespace {
@@ -242,11 +242,12 @@ connect_options connection(const settings& s, const common_options& c) {
 }
 
 int finish(const outcome& o, bool quiet) {
-  if (!o.out.empty()) tfb::print(stdout, "{}\n", o.out);
+  // The chief's message and the host's words are shown, never obeyed.
+  if (!o.out.empty()) tfb::print(stdout, "{}\n", printable(o.out));
   std::fflush(stdout);
   if (!o.err.empty()) {
     if (o.exit_code == exit_code::released_continue || o.exit_code == exit_code::released_stop) {
-      if (!quiet) tfb::print(stderr, "tfbarrier: {}\n", o.err);
+      if (!quiet) tfb::print(stderr, "tfbarrier: {}\n", printable(o.err, true));
     } else {
       print_error(o.err);
     }

@@ -16,7 +16,7 @@ using namespace cmd;
 int run_config(const config_options& o) {
   auto s = resolve(o.common, o.n, o.rank);
   if (!s) return exit_code::usage;
-  tfb::print(stdout, "{}", o.json ? settings_to_json(*s) + "\n" : settings_to_text(*s));
+  tfb::print(stdout, "{}", o.json ? settings_to_json(*s) + "\n" : printable(settings_to_text(*s), true));
   return exit_code::ok;
 }
 

@@ -32,7 +32,7 @@ int run_decide(const decide_options& o) {
   wo.timeout = o.timeout;
   if (!o.common.quiet)
     wo.on_note = [](const std::string& text) {
-      tfb::print(stderr, "tfbarrier: {}\n", text);
+      tfb::print(stderr, "tfbarrier: {}\n", printable(text));
       std::fflush(stderr);
     };
   return finish(c->decide(d, wo), o.common.quiet);

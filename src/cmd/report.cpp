@@ -130,9 +130,10 @@ int print_report(const report_options& o, std::vector<hist::round_view>& rounds)
     }
     tfb::print(stderr, "tfbarrier: wrote {} ({} rounds)\n", *o.svg, rounds.size());
   } else {
+    // Names and nodes came from a host or a file: shown escaped, never obeyed.
     if (::isatty(STDOUT_FILENO) && !rounds.empty())
-      tfb::print(stdout, "{}\n", report::heatmap(rounds, terminal_width(), utf8_locale()));
-    tfb::print(stdout, "{}", report::text(a));
+      tfb::print(stdout, "{}\n", printable(report::heatmap(rounds, terminal_width(), utf8_locale()), true));
+    tfb::print(stdout, "{}", printable(report::text(a), true));
   }
   return exit_code::ok;
 }

@@ -189,7 +189,7 @@ int report_daemon(int rfd, pid_t pid, const std::string& log) {
   close(rfd);
   while (got.starts_with("NOTE ")) {  // what the child would have said on stderr, which is its log
     std::size_t eol = got.find('\n');
-    tfb::print(stderr, "tfbarrier: {}\n", got.substr(5, eol == std::string::npos ? eol : eol - 5));
+    tfb::print(stderr, "tfbarrier: {}\n", printable(got.substr(5, eol == std::string::npos ? eol : eol - 5)));
     got.erase(0, eol == std::string::npos ? got.size() : eol + 1);
   }
   if (got.starts_with("OK ")) {

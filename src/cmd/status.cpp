@@ -154,37 +154,16 @@ int run_status(const status_options& o) {
   if (out.exit_code != exit_code::ok || !out.status) return finish(out, o.common.quiet);
   const auto& st = *out.status;
   if (o.json) {
-    tfb::print(stdout, "{}\n", status_json(st).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+    // ASCII (\u202e for U+202E): safe on a terminal, and decoded alike by a JSON reader.
+    tfb::print(stdout, "{}\n", status_json(st).dump(2, ' ', true, nlohmann::json::error_handler_t::replace));
     return exit_code::ok;
   }
   if (st.barriers.empty()) {
-    tfb::print(stdout, "no barriers{} on {}\n", o.all_scopes ? "" : fmt::format(" in scope {}", *s->scope.value), s->addr());
+    tfb::print(stdout, "no barriers{} on {}\n", o.all_scopes ? "" : fmt::format(" in scope {}", *s->scope.value),
+               printable(s->addr()));
     return exit_code::ok;
   }
-  tfb::print(stdout, "{:<12} {:<16} {:>5} {:<9} {:>9} {:<5} {:<8} {:>8}  {}\n", "SCOPE", "NAME", "ROUND", "STATE", "ARRIVED",
-             "CHIEF", "VERDICT", "OPEN FOR", "MISSING RANKS");
-  for (const auto& b : st.barriers) {
-    // An aborted round is over: the host keeps its reason, not its arrivals.
-    std::string arrived =
-        b.state == proto::round_state::aborted ? "-" : fmt::format("{}/{}", b.arrived, b.n ? std::to_string(*b.n) : "?");
-    tfb::print(stdout, "{:<12} {:<16} {:>5} {:<9} {:>9} {:<5} {:<8} {:>8}  {}\n", b.scope, b.name, b.gen, proto::to_string(b.state), arrived,
-               b.chief ? "yes" : "no", proto::to_string(b.v), format_duration(duration(b.age_ms)),
-               b.missing ? (b.missing->empty() ? "none" : *b.missing) : "-");
-    if (b.state == proto::round_state::aborted) tfb::print(stdout, "    aborted{}{}\n", b.reason.empty() ? "" : ": ", b.reason);
-    if (!o.name.empty())
-      for (const auto& m : b.members) {
-        std::string rank = m.rank ? fmt::format("rank {}", *m.rank) : "no rank";
-        if (m.host.empty())  // restored from the host's journal; its host and pid come back with it
-          tfb::print(stdout, "    {:<10} present before the host restarted, not back yet{}\n", rank, m.chief ? " (chief)" : "");
-        else
-          tfb::print(stdout, "    {:<10} {} pid {}{}, arrived {} ago{}\n", rank, m.host, m.pid, m.chief ? " (chief)" : "",
-                     format_duration(duration(m.age_ms)), m.via.empty() ? "" : " through the host " + m.via);
-      }
-    if (!o.name.empty())
-      for (const auto& g : b.gone)
-        tfb::print(stdout, "    {:<10} {} pid {}: {} {} ago\n", g.rank ? fmt::format("rank {}", *g.rank) : "no rank", g.host,
-                   g.pid, proto::to_string(g.how), format_duration(duration(g.ago_ms)));
-  }
+  for (const auto& line : watch::table(st, !o.name.empty())) tfb::print(stdout, "{}\n", line);
   return exit_code::ok;
 }
 

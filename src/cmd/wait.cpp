@@ -25,6 +25,7 @@ class progress_printer {
                                   : fmt::format("{}: {}/{} arrived, {}", p.name, p.arrived,
                                                 p.n ? std::to_string(*p.n) : "?", format_duration(p.waited));
     if (p.missing && !p.missing->empty()) line += fmt::format(", missing ranks {}", *p.missing);
+    line = printable(line);
     if (tty_) {
       tfb::print(stderr, "\r\033[K{}", line);
       shown_ = true;
