@@ -29,7 +29,7 @@ namespace {
 
 using namespace tfb;
 
-void check(bool ok) {
+void require(bool ok) {
   if (!ok) __builtin_trap();
 }
 
@@ -50,12 +50,12 @@ class fuzz_env final : public client::client_env {
 /// As `status`, `status --watch` and `wait`/`decide` print a reply.
 void print_reply(const proto::reply& r, std::size_t width, bool utf8) {
   if (auto* st = std::get_if<proto::status_reply>(&r)) {
-    for (const auto& l : watch::table(*st, true)) check(check::terminal_safe(l));
-    for (const auto& l : watch::render(*st, "title", width, utf8)) check(check::terminal_safe(l));
+    for (const auto& l : watch::table(*st, true)) require(check::terminal_safe(l));
+    for (const auto& l : watch::render(*st, "title", width, utf8)) require(check::terminal_safe(l));
   } else if (auto* rel = std::get_if<proto::release>(&r)) {
-    check(check::terminal_safe(printable(rel->message)));
+    require(check::terminal_safe(printable(rel->message)));
   } else if (auto* ab = std::get_if<proto::aborted>(&r)) {
-    check(check::terminal_safe(printable("barrier " + ab->name + " was aborted: " + ab->reason, true), true));
+    require(check::terminal_safe(printable("barrier " + ab->name + " was aborted: " + ab->reason, true), true));
   } else if (auto* h = std::get_if<proto::history_page>(&r)) {
     hist::round_parser p;
     std::string error;
@@ -63,9 +63,9 @@ void print_reply(const proto::reply& r, std::size_t width, bool utf8) {
       if (!p.feed(l, error)) break;
     auto rounds = p.take();
     auto a = report::analyze(rounds);
-    check(check::terminal_safe(printable(report::text(a), true), true));
-    check(check::terminal_safe(printable(report::heatmap(rounds, width, utf8), true), true));
-    check(check::terminal_safe(report::json(a), true));  // ASCII JSON
+    require(check::terminal_safe(printable(report::text(a), true), true));
+    require(check::terminal_safe(printable(report::heatmap(rounds, width, utf8), true), true));
+    require(check::terminal_safe(report::json(a), true));  // ASCII JSON
   }
 }
 
@@ -91,8 +91,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     auto out = conn.feed(lines.substr(pos, nl - pos));
     pos = nl + 1;
     // The error and the busy text go to stderr as finish and the back-off print them.
-    if (!out.error.empty()) check(check::terminal_safe(printable(out.error, true), true));
-    if (!out.error.empty()) check(check::terminal_safe(printable(out.error)));
+    if (!out.error.empty()) require(check::terminal_safe(printable(out.error, true), true));
+    if (!out.error.empty()) require(check::terminal_safe(printable(out.error)));
     if (out.reply) print_reply(*out.reply, width, utf8);
     if (out.event == client::conn_event::failed || out.event == client::conn_event::busy) break;
   }

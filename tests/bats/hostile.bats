@@ -46,6 +46,8 @@ escaped() {
 #   endless-status  greets; answers STATUS with BARRIER lines, never END
 #   trickle-watch   greets; answers the first STATUS whole, the next one a line
 #                   every 0.2 s, never END
+#   empty-history   greets; answers each HISTORY with an empty page that says
+#                   there is more (HEND next=FROM+1), for ever
 # Sets FAKE_ADDR; the server is stopped by teardown (BG_PIDS).
 fake_host() {
   local out=$BATS_TEST_TMPDIR/fake.out
@@ -70,6 +72,11 @@ def serve(c):
         c.sendall(HELLO)
         statuses = 0
         for line in f:
+            if mode == "empty-history" and line.startswith(b"HISTORY"):
+                fields = dict(w.split(b"=", 1) for w in line.split()[1:] if b"=" in w)
+                c.sendall(b"HEND next=%d\n" % (int(fields.get(b"from", b"0")) + 1))
+                print("page", flush=True)
+                continue
             if not line.startswith(b"STATUS"):
                 continue
             statuses += 1
@@ -189,4 +196,15 @@ PY
   [ "$rc" -eq 70 ]
   [ "$SECONDS" -le 10 ]
   grep -qF "the host at $FAKE_ADDR began a status reply and did not end it within 2s" "$e"
+}
+
+@test "a host whose history pages say there is more, for ever: report exits 70, saying so" {
+  fake_host empty-history
+  local e=$BATS_TEST_TMPDIR/e
+  rc=0
+  timeout 30 "$TFB" report --addr "$FAKE_ADDR" --connect-timeout 2s >/dev/null 2>"$e" || rc=$?
+  cat "$e"
+  [ "$rc" -eq 70 ]
+  grep -qF "the host at $FAKE_ADDR sent an empty page of its history that says there is more" "$e"
+  [ "$(grep -c '^page$' "$BATS_TEST_TMPDIR/fake.out")" -eq 1 ]
 }
