@@ -45,6 +45,7 @@
 #include "host_conn.h"
 #include "munge_auth.h"
 #include "exit_codes.h"
+#include "peer_owner.h"
 #include "journal.h"
 #include "metrics.h"
 #include "private_files.h"
@@ -283,6 +284,7 @@ class server {
         start_(std::chrono::steady_clock::now()) {
     conn_config_.secret = o.secret;
     conn_config_.munge = o.munge;
+    conn_config_.owner_only = !o.secret && !o.munge && !o.insecure;
     conn_config_.server = fmt::format("tfbarrier/{}", tfb::version);
     conn_config_.services = &services_;
     // Nothing active within a participant's default --connect-timeout is
@@ -295,6 +297,10 @@ class server {
   }
 
   bool listen(std::string& error);
+  /// On a host that serves its own uid only: whether the other end of the
+  /// accepted connection fd is that uid, as the kernel says. A stranger, or
+  /// an end the kernel cannot name, is logged (at most once a second).
+  bool owner_is_me(int fd, const std::string& remote);
   bool open_journal(std::string& error);
   bool open_metrics(std::string& error) {  // issue 21
     return metrics_.open(error, [this](std::string_view t) { log(t); });
@@ -535,6 +541,10 @@ class server {
   bool stopping_ = false;
   millis last_active_ = 0;
   int reserve_fd_ = -1;
+  files::fd sock_diag_;  // owner_only: peer_owner's questions go through it
+  // owner_only: strangers refused, logged at most once a second (the rest counted)
+  std::chrono::steady_clock::time_point stranger_logged_{};
+  std::size_t strangers_unlogged_ = 0;
   std::size_t max_connections_ = 0;
   std::unordered_map<std::string, std::size_t> per_address_;
   std::string address_;
@@ -557,6 +567,8 @@ void session::start() {
   });
   asio::error_code nb;
   socket_.non_blocking(true, nb);
+  // Before a byte is read: a host without a secret serves its own uid only.
+  if (srv_.conn_config().owner_only && !srv_.owner_is_me(socket_.native_handle(), remote_)) conn_.stranger();
   read_more();
 }
 
@@ -1138,6 +1150,8 @@ bool server::listen(std::string& error) {
   address_ = fmt::format("{}:{}", a, local.port());
   // Keep one descriptor in reserve so a newcomer past the limit can be told why.
   reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  // Who owns each connection's other end is asked through one socket, kept.
+  if (conn_config_.owner_only) sock_diag_ = files::fd(open_sock_diag());
   struct rlimit rl{};
   std::size_t fd_room = 1024;
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > 64)
@@ -1222,6 +1236,25 @@ awaitable<void> server::accept_loop() {
     unauthenticated_.insert(id);
     sess->start();
   }
+}
+
+bool server::owner_is_me(int fd, const std::string& remote) {
+  std::string error;
+  auto uid = peer_owner(fd, error, nullptr, sock_diag_.get());
+  if (uid && *uid == ::getuid()) return true;
+  ++strangers_unlogged_;
+  auto t = std::chrono::steady_clock::now();
+  if (t - stranger_logged_ < 1s) return false;
+  std::string who = uid ? fmt::format("it is run by uid {}", *uid)
+                        : fmt::format("the kernel cannot say who runs it ({})", error);
+  std::string more =
+      strangers_unlogged_ > 1 ? fmt::format(" (and {} more since the last such line)", strangers_unlogged_ - 1) : "";
+  log(fmt::format("warning: refused a connection from {}: {}, and this host serves its own user (uid {}) only; "
+                  "to share it, give the host and its participants the same --secret-file{}",
+                  remote, who, ::getuid(), more));
+  stranger_logged_ = t;
+  strangers_unlogged_ = 0;
+  return false;
 }
 
 // The host is full and a newcomer knocks: the connection that has waited

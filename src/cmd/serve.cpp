@@ -110,7 +110,10 @@ int authentication(const serve_options& o, host_options& h) {
     }
     return exit_code::ok;
   }
-  if (o.insecure) return exit_code::ok;
+  if (o.insecure) {
+    h.insecure = true;
+    return exit_code::ok;
+  }
   auto listen_at = parse_address(h.listen, address_use::listen, why);
   bool loopback = !listen_at || listens_on_loopback(*listen_at);  // a bad address: run_host reports it
   std::string path = auth::default_secret_path();
@@ -468,8 +471,9 @@ command_parser define_serve(CLI::App& app) {
                 "when listening beyond loopback)")
       ->envname("TFBARRIER_SECRET_FILE");
   s->add_flag("--no-munge", serve.no_munge, "Beyond loopback (and for --store's key), use the secret file even where munged runs");
-  s->add_flag("--insecure", serve.insecure, "Listen beyond loopback without authentication (anyone who can connect "
-                                            "can arrive, decide and abort); with --store, write inputs without a MAC");
+  s->add_flag("--insecure", serve.insecure, "No authentication, beyond loopback too: anyone who can connect, any "
+                                            "local user included, can arrive, decide and abort (without it, a host with "
+                                            "no secret serves its own uid only); with --store, write inputs without a MAC");
   define_serve_metrics(s, serve);
   define_serve_store(s, serve, v->store_lease);
   set_footer(s, "Examples:\n"
