@@ -164,6 +164,24 @@ PY
   run -0 timeout 10 "$TFB" wait --name still --n 1
 }
 
+@test "serve on a name that does not resolve: not taken for loopback, told before any host starts, and what to do" {
+  # Taken for loopback, it needed no secret; had the name resolved by the time
+  # the host bound, that host would have served beyond loopback unauthenticated.
+  local said="cannot listen on no-such-host.invalid:0: the name \"no-such-host.invalid\" does not resolve here"
+  run -69 --separate-stderr timeout 30 "$TFB" serve --listen no-such-host.invalid:0 --no-munge
+  [[ $stderr == *"$said"* ]] || { echo "$stderr"; false; }
+  [[ $stderr == *"127.0.0.1:PORT for this machine only"* ]]
+  # --daemon: said on the caller's stderr, before it forks a host.
+  run -69 --separate-stderr timeout 30 "$TFB" serve --daemon --listen no-such-host.invalid:0 --no-munge
+  [[ $stderr == *"$said"* ]] || { echo "$stderr"; false; }
+  [[ $stderr != *"host pid"* ]]
+  [ ! -e "$HOME/.tfbarrier/secret" ]
+  # --metrics: the same, not "loopback, no token needed".
+  run -69 --separate-stderr timeout 30 "$TFB" serve --listen 127.0.0.1:0 --metrics no-such-host.invalid:0
+  [[ $stderr == *"--metrics no-such-host.invalid:0: the name \"no-such-host.invalid\" does not resolve here"* ]] ||
+    { echo "$stderr"; false; }
+}
+
 @test "serve --daemon beyond loopback says on the caller's stderr that it created the secret" {
   run -0 timeout 10 "$TFB" serve --daemon --listen 0.0.0.0:0 --idle-exit 500ms --no-munge \
     --log "$BATS_TEST_TMPDIR/daemon.log"
