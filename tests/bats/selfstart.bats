@@ -165,3 +165,25 @@ participant() {
   run -0 ss -Htln "sport = :$PORT"
   assert_output ""
 }
+
+@test "wait --insecure starts its host with --insecure, unless the participant has a secret" {
+  # No secret: the participant takes a host without authentication, and its
+  # host needs none (with --store it would otherwise refuse to start for want
+  # of a key, or make a secret beyond loopback).
+  participant in p0 --n 1 --insecure
+  expect_exits 0 p0
+  pid=$(self_started_pids "$HOST_LOG" "$OURS")
+  run -0 tr '\0' ' ' <"/proc/$pid/cmdline"
+  assert_output --partial "--self-started --insecure"
+  stop_self_started "$HOST_LOG" "$OURS"
+  # With ~/.tfbarrier/secret the participant refuses a host without it: the
+  # host uses it, and --insecure is not passed on.
+  "$TFB" secret >/dev/null
+  : >"$HOST_LOG"
+  spawn p1 "${PLAIN[@]}" TFBARRIER_PORT="$PORT" TFBARRIER_INSECURE=1 "$TFB" wait --name in --n 1 --timeout 30s
+  expect_exits 0 p1
+  pid=$(self_started_pids "$HOST_LOG" "$OURS")
+  run -0 tr '\0' ' ' <"/proc/$pid/cmdline"
+  refute_output --partial "--insecure"
+  grep -q "authentication: shared secret" "$HOST_LOG"
+}
