@@ -171,7 +171,10 @@ class server;
 // GET /metrics on --metrics HOST:PORT, and --metrics-textfile, from this
 // io_context. What a request means and the text are metrics.h's (pure); here
 // are the sockets: at most max_http connections at once, each closed after
-// one answer or after http_deadline, whatever it sends (or does not).
+// one answer, or when it has not sent its request within request_deadline, or
+// after http_deadline, whatever it sends (or does not). When full, a newcomer
+// takes the place of the oldest that has not sent its request: idle
+// connections cannot keep a scraper out.
 class metrics_endpoint {
  public:
   metrics_endpoint(asio::io_context& io, const host_options& o) : io_(io), opts_(o), acceptor_(io), textfile_timer_(io) {}
@@ -185,13 +188,18 @@ class metrics_endpoint {
 
  private:
   static constexpr std::size_t max_http = 32;
+  static constexpr auto request_deadline = std::chrono::seconds(2);
   static constexpr auto http_deadline = std::chrono::seconds(5);
   static constexpr auto textfile_every = std::chrono::seconds(5);
   struct http_conn {
     explicit http_conn(asio::io_context& io) : socket(io), timer(io) {}
     tcp::socket socket;
     asio::steady_timer timer;
+    std::chrono::steady_clock::time_point accepted = std::chrono::steady_clock::now();
+    bool requested = false;  ///< its whole request is in: it is being answered
   };
+  bool make_room();
+  static void close_at_deadline(const std::shared_ptr<http_conn>& c, std::chrono::steady_clock::duration after);
   awaitable<void> accept_loop();
   awaitable<void> answer(std::shared_ptr<http_conn> c);
   awaitable<void> textfile_loop();
@@ -1426,7 +1434,7 @@ awaitable<void> metrics_endpoint::accept_loop() {
       co_await t.async_wait(asio::redirect_error(use_awaitable, ec));
       continue;
     }
-    if (conns_.size() >= max_http) {
+    if (conns_.size() >= max_http && !make_room()) {
       std::string busy = metrics::response(503, "too many metrics requests at once\n");
       s.non_blocking(true, ec);
       s.write_some(asio::buffer(busy), ec);  // what the kernel takes now; no waiting for it
@@ -1440,14 +1448,34 @@ awaitable<void> metrics_endpoint::accept_loop() {
   }
 }
 
-// One request, one answer, then close; the whole exchange within http_deadline.
-awaitable<void> metrics_endpoint::answer(std::shared_ptr<http_conn> c) {
-  c->timer.expires_after(http_deadline);
+/// Closes the oldest connection that has not sent its request, to take a
+/// newcomer; false when every one is being answered.
+bool metrics_endpoint::make_room() {
+  std::shared_ptr<http_conn> oldest;
+  for (const auto& c : conns_)
+    if (!c->requested && (!oldest || c->accepted < oldest->accepted)) oldest = c;
+  if (!oldest) return false;
+  asio::error_code ec;
+  oldest->timer.cancel();
+  oldest->socket.close(ec);  // its read fails; answer() ends it
+  conns_.erase(oldest);
+  return true;
+}
+
+/// Closes c's socket when its timer expires: a slow client's read or write fails then.
+void metrics_endpoint::close_at_deadline(const std::shared_ptr<http_conn>& c, std::chrono::steady_clock::duration after) {
+  c->timer.expires_after(after);
   c->timer.async_wait([c](asio::error_code ec) {
     if (ec) return;
     asio::error_code ignored;
-    c->socket.close(ignored);  // a slow client's read or write fails now
+    c->socket.close(ignored);
   });
+}
+
+// One request within request_deadline, one answer, then close; the whole
+// exchange within http_deadline.
+awaitable<void> metrics_endpoint::answer(std::shared_ptr<http_conn> c) {
+  close_at_deadline(c, request_deadline);
   std::string received, reply;
   char buf[2048];
   asio::error_code ec;
@@ -1457,6 +1485,8 @@ awaitable<void> metrics_endpoint::answer(std::shared_ptr<http_conn> c) {
     received.append(buf, n);
     auto p = metrics::parse_request(received);
     if (p.st == metrics::http_parse::state::incomplete) continue;
+    c->requested = true;  // from now on only http_deadline bounds it
+    close_at_deadline(c, http_deadline - (std::chrono::steady_clock::now() - c->accepted));
     reply = p.st == metrics::http_parse::state::complete ? metrics::respond(p.req, opts_.metrics_token, text)
                                                          : metrics::refusal(p.st);
     break;

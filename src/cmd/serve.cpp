@@ -36,17 +36,29 @@ void daemon_note(const std::string& text) {
 
 /// Whether the host would listen on this machine's loopback only: the address
 /// resolved as run_host resolves it (its first result), then address.h's test.
-bool listens_on_loopback(const address& at) {
+/// A name that does not resolve is not loopback (fail closed: by the time the
+/// host binds it may resolve to anything); `unresolved` then says why.
+bool listens_on_loopback(const address& at, std::string& unresolved) {
   if (at.host.empty()) return false;  // all interfaces
   addrinfo hints{};
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
-  if (::getaddrinfo(at.host.c_str(), std::to_string(at.port).c_str(), &hints, &found) != 0 || !found)
-    return true;  // run_host reports the address it cannot resolve; no secret is needed for that
+  if (int rc = ::getaddrinfo(at.host.c_str(), std::to_string(at.port).c_str(), &hints, &found); rc != 0 || !found) {
+    unresolved = rc != 0 ? ::gai_strerror(rc) : "no address";
+    return false;
+  }
   bool loopback = is_loopback(found->ai_addr);
   ::freeaddrinfo(found);
   return loopback;
+}
+
+/// Why OPTION ADDR cannot be used: its name does not resolve here.
+std::string cannot_resolve(std::string_view option, const std::string& addr, const address& at,
+                           const std::string& why) {
+  return fmt::format("{} {}: the name {} does not resolve here ({}); give a name or address of this machine, "
+                     "127.0.0.1:PORT for this machine only or :PORT for all its interfaces",
+                     option, addr, quote_text(at.host), why);
 }
 
 /// --listen (or TFBARRIER_LISTEN), else the address a participant would use.
@@ -115,7 +127,12 @@ int authentication(const serve_options& o, host_options& h) {
     return exit_code::ok;
   }
   auto listen_at = parse_address(h.listen, address_use::listen, why);
-  bool loopback = !listen_at || listens_on_loopback(*listen_at);  // a bad address: run_host reports it
+  std::string unresolved;
+  bool loopback = listen_at && listens_on_loopback(*listen_at, unresolved);
+  if (!unresolved.empty()) {  // not loopback; and no host starts that could not listen
+    print_error(cannot_resolve("cannot listen on", h.listen, *listen_at, unresolved));
+    return exit_code::unreachable;
+  }
   std::string path = auth::default_secret_path();
   bool exists = ::access(path.c_str(), F_OK) == 0;
   std::string why_no_munge;
@@ -261,7 +278,12 @@ int metrics_settings(const serve_options& o, host_options& h) {
     }
     return exit_code::ok;
   }
-  if (!listens_on_loopback(*at)) {
+  std::string unresolved;
+  if (!listens_on_loopback(*at, unresolved)) {
+    if (!unresolved.empty()) {
+      print_error(cannot_resolve("--metrics", *o.metrics, *at, unresolved));
+      return exit_code::unreachable;
+    }
     print_error(fmt::format("--metrics {} listens beyond loopback, where anyone could read the metrics: give "
                             "--metrics-token-file FILE (make one with `tfbarrier secret --file FILE`; Prometheus "
                             "sends it with authorization: credentials_file), or listen on 127.0.0.1",
