@@ -613,7 +613,10 @@ TEST_F(host_conn_test, AStrangersFirstLineWhateverItIsGetsErrAuthAndNothingIsPar
     host_conn c;
     c.stranger();
     host_step s = c.feed(own, first);
-    expect_closed_with(s, proto::error_kind::auth, "this host serves its own user only");
+    // As docs/protocol.md shows it (protocol_test: DocExamples).
+    EXPECT_EQ(s.bytes,
+              "ERR AUTH :this host serves its own user only; start a host of your own, or give the host and its "
+              "participants the same --secret-file\n");
     EXPECT_TRUE(s.auth_failed);
     EXPECT_TRUE(s.bad_client.empty()) << "the host logs strangers itself, rate-limited";
     EXPECT_FALSE(c.hello_done());
