@@ -87,13 +87,13 @@ int from_host(const report_options& o, const settings& s, std::vector<hist::roun
     if (out.exit_code != exit_code::unreachable) finish(out, o.common.quiet);
     return out.exit_code;
   }
+  // A bad line costs its round, not the report.
   hist::round_parser p;
   for (const auto& line : out.history) {
     std::string why;
-    if (!p.feed(line, why)) {
-      print_error(fmt::format("the host at {} sent a bad history line: {}", s.addr(), why));
-      return exit_code::protocol;
-    }
+    if (!p.feed(line, why))
+      tfb::print(stderr, "tfbarrier: warning: the host at {} sent a bad history line: {}; skipped that round\n",
+                 s.addr(), why);
   }
   rounds = p.take();
   return exit_code::ok;
@@ -103,10 +103,12 @@ int from_file(const report_options& o, const std::string& scope, const std::stri
               std::vector<hist::round_view>& rounds) {
   std::string error;
   std::vector<hist::round_view> all;
-  if (!hist::read_file(path, all, error)) {
+  std::vector<std::string> skipped;
+  if (!hist::read_file(path, all, skipped, error)) {
     print_error(error + "; give a history file written by tfbarrier serve (--history-file)");
     return exit_code::usage;
   }
+  for (const auto& w : skipped) tfb::print(stderr, "tfbarrier: warning: {}; skipped that round\n", w);
   for (auto& r : all) {
     if (!o.all_scopes && r.scope != scope) continue;
     if (!o.name.empty() && !hist::glob_match(o.name, r.name)) continue;
