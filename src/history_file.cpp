@@ -22,16 +22,7 @@ std::optional<std::string> default_file_path(std::string_view node, std::string_
 }
 
 namespace {
-void split(const std::string& path, std::string& dir, std::string& name) {
-  auto slash = path.rfind('/');
-  if (slash == std::string::npos) {
-    dir = ".";
-    name = path;
-  } else {
-    dir = slash == 0 ? "/" : path.substr(0, slash);
-    name = path.substr(slash + 1);
-  }
-}
+constexpr files::role history_role{"the history file", "give another --history-file"};
 
 bool slurp(int fd, std::string& text, std::string& why) {
   char chunk[1 << 16];
@@ -49,24 +40,13 @@ bool slurp(int fd, std::string& text, std::string& why) {
 
 bool read_file(const std::string& path, std::vector<round_view>& out, std::vector<std::string>& warnings,
                std::string& error) {
-  std::string dir, name;
-  split(path, dir, name);
   // Another user's directory may hold it (a shared job directory), but not a
   // symlink, and the file must be the reader's own: its lines become a report.
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) {
-    error = fmt::format("cannot open the history file {}: {}", path, std::strerror(errno));
-    return false;
-  }
-  files::fd d(dfd);
-  int probe = ::openat(d.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (probe < 0) {
-    error = errno == ELOOP ? fmt::format("the history file {} is a symbolic link; tfbarrier does not follow one", path)
-                           : fmt::format("cannot open the history file {}: {}", path, std::strerror(errno));
-    return false;
-  }
-  ::close(probe);
-  auto f = files::open_in(d.get(), name, O_RDONLY, 0600, dir, error);
+  std::string dir, name;
+  auto d = files::open_parent(path, dir, name, error, history_role);
+  if (!d) return false;
+  auto f = files::open_in(d->get(), name, O_RDONLY, 0600, path.find('/') == std::string::npos ? "" : dir, error,
+                          history_role);
   if (!f) return false;
   std::string text, why;
   if (!slurp(f->get(), text, why)) {
@@ -100,12 +80,11 @@ bool set_aside(int dir, const std::string& name, std::string& moved_to, std::str
     if (errno != EINVAL && errno != ENOSYS) break;
     // A file system without RENAME_NOREPLACE: claim the name first (O_EXCL
     // does not follow a symlink either), then rename over our own claim.
-    int fd = ::openat(dir, bad.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) {
+    std::string ignored;
+    if (!files::open_in(dir, bad, O_WRONLY | O_CREAT | O_EXCL, 0600, "", ignored, history_role)) {
       if (errno == EEXIST) continue;
       break;
     }
-    ::close(fd);
     if (::renameat(dir, name.c_str(), dir, bad.c_str()) == 0) {
       moved_to = bad;
       return true;
@@ -122,7 +101,7 @@ bool set_aside(int dir, const std::string& name, std::string& moved_to, std::str
 
 bool store::open(const std::string& path, std::string& warning, std::string& error) {
   path_ = path;
-  split(path, dir_, name_);
+  files::split_path(path, dir_, name_);
   auto d = files::open_dir(dir_, true, false, error);
   if (!d) {
     error = fmt::format("cannot use the history file's directory: {}", error);
@@ -161,7 +140,7 @@ bool store::rewrite(std::string& error) {
   std::string text = file_header();
   data_.each([&](const round_view& r) { text += format_round(r); });
   if (!files::replace_in(dir_fd_.get(), name_, text, dir_, error)) return false;
-  auto f = files::open_in(dir_fd_.get(), name_, O_WRONLY | O_APPEND, 0600, dir_, error);
+  auto f = files::open_in(dir_fd_.get(), name_, O_WRONLY | O_APPEND, 0600, dir_, error, history_role);
   if (!f) return false;
   file_ = std::move(*f);
   written_arrivals_ = data_.arrivals();

@@ -47,6 +47,7 @@
 #include "exit_codes.h"
 #include "peer_owner.h"
 #include "journal.h"
+#include "log_safe.h"
 #include "metrics.h"
 #include "private_files.h"
 #include "replica.h"
@@ -65,6 +66,7 @@ namespace {
 
 constexpr std::size_t max_outbox_bytes = 1 << 20;  // a client that leaves this much unread is dropped at its next reply
 constexpr std::size_t max_held_bytes = 64 << 10;    // a write_batch holds no more than this for one connection
+constexpr std::size_t max_client_text = 200;        // bytes of a bad client's quoted text that reach the log
 
 // The real world for host_conn: the kernel's random nonces, getuid().
 class system_services final : public host_services {
@@ -331,7 +333,8 @@ class server {
     localtime_r(&tt, &tm);
     char buf[32];
     std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-    tfb::print(opts_.log, "{}.{:03d} tfbarrier[{}]: {}\n", buf, static_cast<int>(ms), getpid(), text);
+    // Every line escaped (log_safe.h): some quote what a client sent.
+    tfb::print(opts_.log, "{}.{:03d} tfbarrier[{}]: {}\n", buf, static_cast<int>(ms), getpid(), log_safe(text));
     std::fflush(opts_.log);
   }
   void event(std::string_view text) {  // --quiet keeps warnings
@@ -746,7 +749,10 @@ void session::munge_finished(const munge_pool::job* j, munge_result r) {
 
 // Does what host_conn said after a line (or the handshake deadline).
 void session::follow(host_step& s) {
-  if (!s.bad_client.empty()) srv_.event(fmt::format("bad client {}: {}", remote_, s.bad_client));
+  // What a client sent is quoted in bad_client, before any authentication
+  // (a malformed HELLO's fields): cut short, as well as escaped by log().
+  if (!s.bad_client.empty())
+    srv_.event(fmt::format("bad client {}: {}", remote_, log_safe(s.bad_client, max_client_text)));
   if (s.auth_failed) ++srv_.metrics().counters.auth_failures;  // metrics (issue 21)
   if (!s.warning.empty()) srv_.log(s.warning);
   if (!authenticated_ && conn_.authenticated()) {
@@ -1358,9 +1364,7 @@ bool metrics_endpoint::open(std::string& error, std::function<void(std::string_v
   log_ = std::move(log);
   if (opts_.metrics_textfile) {
     const std::string& path = *opts_.metrics_textfile;
-    auto slash = path.rfind('/');
-    textfile_dir_path_ = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-    textfile_name_ = slash == std::string::npos ? path : path.substr(slash + 1);
+    files::split_path(path, textfile_dir_path_, textfile_name_);
     std::string why;
     if (textfile_name_.empty() || !(textfile_dir_ = files::open_dir(textfile_dir_path_, false, false, why))) {
       error = fmt::format("cannot write the metrics textfile {}: {}", path,

@@ -186,22 +186,17 @@ std::string log_job() {
   return j ? j : "";
 }
 
-/// Opens the log: the default one in its private directory (made 0700 and
-/// checked), any other never through a symlink. -1 and error on failure.
+}  // namespace
+
 int open_log(const std::string& log, std::string& error) {
   if (log == default_log_file()) {
     std::string path;
     auto f = files::open_host_log(log_node(), log_job(), path, error);
     return f ? f->release() : -1;
   }
-  int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0)
-    error = errno == ELOOP ? fmt::format("the log file {} is a symbolic link; tfbarrier does not follow one there", log)
-                           : fmt::format("cannot open the log file {}: {}", log, std::strerror(errno));
-  return fd;
+  auto f = files::open_path(log, O_WRONLY | O_CREAT | O_APPEND, 0600, error, {"the log file", "give another --log"});
+  return f ? f->release() : -1;
 }
-
-}  // namespace
 
 std::string default_log_file() {
   // In the user's private directory ($XDG_RUNTIME_DIR/tfbarrier or

@@ -14,6 +14,7 @@
 #include "cmd/common.h"
 #include "exit_codes.h"
 #include "history_file.h"
+#include "private_files.h"
 #include "report.h"
 #include "text.h"
 #ifndef TFB_NO_CLI
@@ -51,25 +52,17 @@ bool utf8_locale() {
   return false;
 }
 
+/// report --svg's picture: made 0644 less the umask (a picture is for
+/// sharing; the umask says how far), through files::open_path: never through
+/// a symlink, and never into a file of another user or one others can write.
 bool write_file(const std::string& path, const std::string& text, std::string& error) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    error = errno == ELOOP ? fmt::format("{} is a symbolic link; tfbarrier does not write through one", path)
-                           : fmt::format("cannot write {}: {}", path, std::strerror(errno));
+  auto f = files::open_path(path, O_WRONLY | O_CREAT | O_TRUNC, 0644, error,
+                            {"the --svg file", "give another --svg FILE", true});
+  if (!f) return false;
+  if (!files::write_all(f->get(), text)) {
+    error = fmt::format("cannot write {}: {}", path, std::strerror(errno));
     return false;
   }
-  std::size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      error = fmt::format("cannot write {}: {}", path, std::strerror(errno));
-      ::close(fd);
-      return false;
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  ::close(fd);
   return true;
 }
 

@@ -155,9 +155,12 @@ int authentication(const serve_options& o, host_options& h) {
 int serve_here(const serve_options& o, host_options& h) {
   std::FILE* logf = nullptr;
   if (o.log_file) {
-    logf = std::fopen(o.log_file->c_str(), "a");
-    if (!logf) {
-      print_error(fmt::format("cannot open the log file {}: {}", *o.log_file, std::strerror(errno)));
+    std::string error;
+    int fd = open_log(*o.log_file, error);
+    if (fd < 0 || !(logf = ::fdopen(fd, "a"))) {
+      if (fd >= 0) ::close(fd);
+      print_error(error.empty() ? fmt::format("cannot open the log file {}: {}", *o.log_file, std::strerror(errno))
+                                : error);
       return exit_code::usage;
     }
     h.log = logf;
@@ -466,7 +469,9 @@ command_parser define_serve(CLI::App& app) {
                 "(default: the resolved host address, else 127.0.0.1 and your own port, 30000 + uid % 2768)")
       ->envname("TFBARRIER_LISTEN");
   s->add_flag("--daemon", serve.daemon, "Detach and print shell assignments of TFBARRIER_ADDR and TFBARRIER_PID");
-  s->add_option("--log", serve.log_file, "Append the log to FILE (default: stderr; with --daemon $TMPDIR/tfbarrier-serve-UID.log)");
+  s->add_option("--log", serve.log_file,
+                "Append the log to FILE, made mode 0600; a symlink or another user's file is refused (default: "
+                "stderr; with --daemon ~/.tfbarrier/serve-NODE[-JOB].log, see FILES in the man page)");
   s->add_option("--idle-exit", v->idle_exit, "Exit after no barrier has been active for DUR")->check(duration_validator());
   s->add_option("--forget-after", v->forget_after, "Forget idle barriers and aborts after DUR (default 1h, at least 1s)")
       ->check(duration_validator(std::chrono::seconds(1)));
