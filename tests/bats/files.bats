@@ -176,3 +176,13 @@ PY
   run stat -c %a new.svg
   assert_output 644
 }
+
+@test "another user's directory is refused in plain words (not \"use a the directory\")" {
+  id tfbtest >/dev/null 2>&1 || skip "no user tfbtest: run scripts/deps test"
+  mkdir -m 700 theirs
+  chown tfbtest theirs
+  run -2 timeout 10 "$TFB" serve --listen 127.0.0.1:0 --state-dir theirs
+  assert_output --partial "the directory theirs belongs to uid $(id -u tfbtest), not to you"
+  assert_output --partial "; remove it, or use a directory of your own"
+  refute_output --partial "use a the"
+}
