@@ -175,8 +175,6 @@ std::string open_failed(const std::string& shown, const role& who) {
 }
 
 /// What open_in checks of the file it opened (see private_files.h).
-/// (open_in truncates through syscall(): ftruncate would be a new libc
-/// import, which costs every command's start, bench/startup-cost.sh.)
 bool check_opened(int f, int flags, mode_t mode, bool created, const std::string& shown, const role& who,
                   std::string& error) {
   struct stat st{};
@@ -220,6 +218,8 @@ std::optional<fd> open_in(int dir, std::string_view name, int flags, mode_t mode
     return std::nullopt;
   }
   if (!check_opened(f.get(), flags, mode, created, shown, who, error)) return std::nullopt;
+  // Truncated through syscall(): ftruncate would be a new libc import, which
+  // costs every command's start (bench/startup-cost.sh).
   int fl = ::fcntl(f.get(), F_GETFL);
   if (fl < 0 || ::fcntl(f.get(), F_SETFL, fl & ~O_NONBLOCK) != 0 ||
       ((flags & O_TRUNC) != 0 && !created && ::syscall(SYS_ftruncate, f.get(), 0) != 0)) {
