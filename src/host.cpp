@@ -251,6 +251,8 @@ class session : public std::enable_shared_from_this<session> {
   }
   conn_id id() const { return id_; }
   const std::string& remote() const { return remote_; }
+  /// Not the host's own uid, on a host that serves only its own (host_conn::stranger).
+  void stranger() { conn_.stranger(); }
   const std::string& peer_addr() const { return peer_addr_; }
 
  private:
@@ -310,7 +312,7 @@ class server {
   /// On a host that serves its own uid only: whether the other end of the
   /// accepted connection fd is that uid, as the kernel says. A stranger, or
   /// an end the kernel cannot name, is logged (at most once a second).
-  bool owner_is_me(int fd, const std::string& remote);
+  bool owner_is_me(int fd, const tcp::endpoint& peer, const std::string& remote);
   bool open_journal(std::string& error);
   bool open_metrics(std::string& error) {  // issue 21
     return metrics_.open(error, [this](std::string_view t) { log(t); });
@@ -553,6 +555,7 @@ class server {
   millis last_active_ = 0;
   int reserve_fd_ = -1;
   files::fd sock_diag_;  // owner_only: peer_owner's questions go through it
+  tcp::endpoint local_;  // where it listens: a connection's own end (owner_only hosts listen on loopback)
   // owner_only: strangers refused, logged at most once a second (the rest counted)
   std::chrono::steady_clock::time_point stranger_logged_{};
   std::size_t strangers_unlogged_ = 0;
@@ -578,8 +581,6 @@ void session::start() {
   });
   asio::error_code nb;
   socket_.non_blocking(true, nb);
-  // Before a byte is read: a host without a secret serves its own uid only.
-  if (srv_.conn_config().owner_only && !srv_.owner_is_me(socket_.native_handle(), remote_)) conn_.stranger();
   read_more();
 }
 
@@ -1159,6 +1160,7 @@ bool server::listen(std::string& error) {
     return false;
   }
   auto local = acceptor_.local_endpoint(ec);
+  local_ = local;
   std::string a = local.address().to_string();
   if (local.address().is_v6()) a = "[" + a + "]";
   address_ = fmt::format("{}:{}", a, local.port());
@@ -1244,17 +1246,28 @@ awaitable<void> server::accept_loop() {
     }
     ++from_peer;
     conn_id id = next_id_++;
+    int fd = s.native_handle();
     auto sess = std::make_shared<session>(*this, std::move(s), id, peer,
                                           aec ? std::string("?") : fmt::format("{}:{}", peer, ep.port()));
     sessions_.emplace(id, sess);
     unauthenticated_.insert(id);
+    // Before a byte is read: a host without a secret serves its own uid only.
+    if (conn_config_.owner_only && (aec || !owner_is_me(fd, ep, sess->remote()))) sess->stranger();
     sess->start();
   }
 }
 
-bool server::owner_is_me(int fd, const std::string& remote) {
+bool server::owner_is_me(int fd, const tcp::endpoint& peer, const std::string& remote) {
   std::string error;
-  auto uid = peer_owner(fd, error, nullptr, sock_diag_.get());
+  std::optional<uid_t> uid;
+  if (local_.address().is_unspecified()) {  // not expected (such a host has a secret): ask the socket
+    uid = peer_owner(fd, error, nullptr, sock_diag_.get());
+  } else {  // both ends known: the one question to the kernel
+    sockaddr_storage ends[2]{};
+    std::memcpy(&ends[0], local_.data(), local_.size());
+    std::memcpy(&ends[1], peer.data(), peer.size());
+    uid = peer_owner_of(ends[0], ends[1], error, nullptr, sock_diag_.get());
+  }
   if (uid && *uid == ::getuid()) return true;
   ++strangers_unlogged_;
   auto t = std::chrono::steady_clock::now();

@@ -109,6 +109,11 @@ std::optional<uid_t> peer_owner(int fd, std::string& error, bool* not_yet, int n
     error = fmt::format("cannot name this connection's ends: {}", std::strerror(errno));
     return std::nullopt;
   }
+  return peer_owner_of(local, peer, error, not_yet, nl);
+}
+
+std::optional<uid_t> peer_owner_of(const sockaddr_storage& local, const sockaddr_storage& peer, std::string& error,
+                                   bool* not_yet, int nl) {
   if ((local.ss_family != AF_INET && local.ss_family != AF_INET6) || local.ss_family != peer.ss_family) {
     error = "not a TCP/IP connection";
     return std::nullopt;
