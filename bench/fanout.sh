@@ -14,6 +14,7 @@
 #
 #   bench/fanout.sh                         # M = 2000 10000 19000, 5 rounds
 #   BENCH_MS="2000" BENCH_ROUNDS=3 bench/fanout.sh
+#   BENCH_SERVE_EXTRA=--insecure bench/fanout.sh   # more serve options (--insecure: no owner check)
 #
 # Bounded: each load-generator round gives up after 120 s.
 set -euo pipefail
@@ -31,7 +32,7 @@ verdicts=$(printf 'none,%.0s' $(seq "$ROUNDS"))stop
 declare -A res
 for m in $MS; do
   echo "M=$m: tfbarrier (load average $(cut -d' ' -f1 /proc/loadavg))" >&2
-  start_server H TFBARRIER_ADDR "$TFB" serve --listen 127.0.0.1:0 --quiet
+  start_server H TFBARRIER_ADDR "$TFB" serve --listen 127.0.0.1:0 --quiet ${BENCH_SERVE_EXTRA:-}
   "$BIN/tfb_loadgen" --addr "$H" --participants "$m" --rounds $((ROUNDS + 1)) --verdicts "$verdicts" \
     --host-pid "$H_PID" --timeout 120 --quiet >"$BENCH_TMP/tfb.$m" || echo "bench: tfbarrier at M=$m: WRONG" >&2
   stop_server "$H_PID"

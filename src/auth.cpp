@@ -181,28 +181,26 @@ std::string fresh_secret() {
 }
 
 bool write_secret(const std::string& path, const std::string& text, bool force, std::string& error) {
-  auto slash = path.rfind('/');
-  std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  std::string dir, name;
+  files::split_path(path, dir, name);
   // The directory is made 0700 and must be ours, writable by nobody else;
-  // the file is made through it without following a symlink.
+  // the file is made through it by files::open_in, never through a symlink.
   auto d = files::open_dir(dir, true, false, error);
   if (!d) return false;
   std::string bytes = text + "\n";
   if (force) return files::replace_in(d->get(), name, bytes, dir, error);
-  int f = ::openat(d->get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (f < 0) {
-    error = errno == EEXIST ? fmt::format("{} exists already; pass --force to replace it (every node must then get "
-                                          "the new one)",
-                                          path)
-                            : fmt::format("cannot write {}: {}", path, std::strerror(errno));
+  auto f = files::open_in(d->get(), name, O_WRONLY | O_CREAT | O_EXCL, 0600, dir, error,
+                          {"the secret file", "give another --file"});
+  if (!f) {
+    if (errno == EEXIST)
+      error = fmt::format("{} exists already; pass --force to replace it (every node must then get the new one)", path);
     return false;
   }
-  ::fchmod(f, 0600);  // a default ACL can widen the mode open was given
-  bool ok = ::write(f, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()) && ::fsync(f) == 0;
-  ::close(f);
-  if (!ok) error = fmt::format("cannot write {}: {}", path, std::strerror(errno));
-  return ok;
+  if (!files::write_all(f->get(), bytes) || ::fsync(f->get()) != 0) {
+    error = fmt::format("cannot write {}: {}", path, std::strerror(errno));
+    return false;
+  }
+  return true;
 }
 
 }  // namespace tfb::auth

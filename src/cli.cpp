@@ -211,13 +211,21 @@ void label_options(CLI::App& app, int argc, char** argv) {
       if (n == "--addr" || n == "--listen") return "HOST:PORT";
       if (n == "--secret-file" || n == "--log" || n == "--file") return "FILE";
       if (n == "--state-dir") return "DIR";
-      if (n == "--n" || n == "--max-connections" || n == "--max-per-address" || n == "--max-barriers") return "N";
+      if (n == "--n" || n == "--max-connections" || n == "--max-per-address" || n == "--max-barriers" ||
+          n == "--store-snapshot-every")
+        return "N";
+      if (n == "--last") return "K";
       if (n == "--rank") return "RANK";
       if (n == "verdict") return "continue|stop";
       if (n == "--watch") return "[INTERVAL]";  // a value may follow, or not
-      std::string t = o->get_type_name();  // "TEXT:DUR" -> "DUR"
-      auto colon = t.rfind(':');
-      return colon == std::string::npos ? t : t.substr(colon + 1);
+      // CLI11 puts its own type before a validator's name ("TEXT:DUR" -> "DUR");
+      // a label of ours may hold colons (HOST:PORT, etcd://HOST:PORT...), so
+      // only CLI11's own type is cut (an option with a label and a validator
+      // is named above: CLI11 would show "K:POSITIVE").
+      std::string t = o->get_type_name();
+      for (std::string_view cli11 : {"TEXT:", "UINT:", "INT:", "FLOAT:", "NUMBER:"})
+        if (t.starts_with(cli11)) return t.substr(cli11.size());
+      return t;
     };
     for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
       for (CLI::Option* o : sub->get_options()) {

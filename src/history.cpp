@@ -8,6 +8,35 @@ namespace tfb::hist {
 
 std::string_view to_string(round_record::ending e) { return e == round_record::ending::abort ? "abort" : "release"; }
 
+namespace {
+// What a node label may hold: a line value's bytes (protocol.cpp's
+// valid_value), less ',', which separates arrivals in an ARR line.
+bool label_byte(unsigned char c) { return c > 0x20 && c < 0x7f && c != '=' && c != ','; }
+bool is_label(std::string_view s) {
+  if (s.empty() || s.size() > max_node) return false;
+  for (unsigned char c : s)
+    if (!label_byte(c)) return false;
+  return true;
+}
+}  // namespace
+
+// The longest arrival, "4294967295@NODE+4294967295", fits in one ARR value.
+static_assert(10 + 1 + max_node + 1 + 10 <= proto::max_value);
+
+std::string node_label(std::string_view node) {
+  if (node.empty()) return "?";
+  std::string s(node);
+  for (char& c : s)
+    if (!label_byte(static_cast<unsigned char>(c))) c = '_';
+  if (s.size() > max_node) {
+    std::uint32_t h = 2166136261u;  // FNV-1a of the whole name
+    for (unsigned char c : node) h = (h ^ c) * 16777619u;
+    s.resize(max_node - 9);
+    s += fmt::format("~{:08x}", h);
+  }
+  return s;
+}
+
 bool glob_match(std::string_view p, std::string_view s) {
   // Iterative, with one backtrack point: linear for the patterns people type.
   std::size_t pi = 0, si = 0, star = std::string_view::npos, mark = 0;
@@ -37,13 +66,6 @@ std::uint32_t history::intern(std::vector<std::string>& table, std::unordered_ma
 }
 
 namespace {
-// A node name goes into ARR lists separated by ','; a ',' in one (which a
-// HELLO value may hold) becomes '_'.
-std::string clean_node(std::string s) {
-  std::replace(s.begin(), s.end(), ',', '_');
-  if (s.empty()) s = "?";
-  return s;
-}
 std::uint32_t clamp_u32(std::int64_t v) {
   return static_cast<std::uint32_t>(std::clamp<std::int64_t>(v, 0, UINT32_MAX));
 }
@@ -65,7 +87,7 @@ std::uint64_t history::add(const round_record& r, std::int64_t wall_first_ms) {
   h.end = r.end;
   h.v = r.v;
   for (const auto& a : r.arrivals)
-    arrivals_.push_back(arrival_rec{a.rank.value_or(no_rank), intern(nodes_, node_index_, clean_node(a.node)),
+    arrivals_.push_back(arrival_rec{a.rank.value_or(no_rank), intern(nodes_, node_index_, node_label(a.node)),
                                     clamp_u32(a.at - r.first), static_cast<std::uint32_t>(h.seq)});
   rounds_.push_back(h);
   trim();
@@ -89,7 +111,7 @@ void history::add(const round_view& r) {
   h.end = r.end;
   h.v = r.v;
   for (const auto& a : r.arrivals)
-    arrivals_.push_back(arrival_rec{a.rank.value_or(no_rank), intern(nodes_, node_index_, clean_node(a.node)),
+    arrivals_.push_back(arrival_rec{a.rank.value_or(no_rank), intern(nodes_, node_index_, node_label(a.node)),
                                     a.offset_ms, static_cast<std::uint32_t>(h.seq)});
   rounds_.push_back(h);
   trim();
@@ -194,20 +216,31 @@ std::string format_round(const round_view& r) {
       r.seq, r.scope, r.name, r.gen, r.n ? std::to_string(*r.n) : "-", to_string(r.end),
       r.v == proto::verdict::none ? std::string_view("-") : proto::to_string(r.v), r.at_ms, r.duration_ms, r.withdrawn,
       r.timeouts, r.arrivals.size());
-  for (std::size_t i = 0; i < r.arrivals.size(); i += max_arrivals_per_line) {
+  // Split by bytes: each ARR value stays within what parse_line takes.
+  std::string value, item;
+  auto line = [&] {
     out += "ARR a=";
-    std::size_t end = std::min(r.arrivals.size(), i + max_arrivals_per_line);
-    for (std::size_t j = i; j < end; ++j) {
-      const auto& a = r.arrivals[j];
-      if (j > i) out += ',';
-      if (a.rank)
-        fmt::format_to(std::back_inserter(out), "{}", *a.rank);
-      else
-        out += '-';
-      fmt::format_to(std::back_inserter(out), "@{}+{}", a.node, a.offset_ms);
-    }
+    out += value;
     out += '\n';
+    value.clear();
+  };
+  for (const auto& a : r.arrivals) {
+    item.clear();
+    if (a.rank)
+      fmt::format_to(std::back_inserter(item), "{}", *a.rank);
+    else
+      item += '-';
+    item += '@';
+    if (is_label(a.node))
+      item += a.node;
+    else
+      item += node_label(a.node);
+    fmt::format_to(std::back_inserter(item), "+{}", a.offset_ms);
+    if (!value.empty() && value.size() + 1 + item.size() > proto::max_value) line();
+    if (!value.empty()) value += ',';
+    value += item;
   }
+  if (!value.empty()) line();
   return out;
 }
 
@@ -231,6 +264,28 @@ const std::string* need(const proto::line& l, std::string_view k, std::string& e
 }  // namespace
 
 bool round_parser::feed(std::string_view raw, std::string& error) {
+  if (skipping_ && raw.starts_with("ARR ")) return true;  // the rest of a dropped round
+  skipping_ = false;
+  std::string cut;
+  if (pending_ && raw.starts_with("ROUND ")) {
+    // The previous round's ARR lines stopped short: it goes; this one is read.
+    cut = fmt::format("round {} lists {} of its count={} arrivals", pending_->seq, pending_->arrivals.size(),
+                      expected_);
+    pending_.reset();
+  }
+  if (feed_line(raw, error)) {
+    if (cut.empty()) return true;
+    error = std::move(cut);
+    return false;
+  }
+  if (pending_) error += fmt::format(" (round {} skipped)", pending_->seq);
+  pending_.reset();
+  skipping_ = true;
+  if (!cut.empty()) error = cut + "; " + error;
+  return false;
+}
+
+bool round_parser::feed_line(std::string_view raw, std::string& error) {
   std::string why;
   auto l = proto::parse_line(raw, why);
   if (!l) {
@@ -352,9 +407,10 @@ bool round_parser::feed_arrivals(const proto::line& l, std::string& error) {
 
 std::string file_header() { return fmt::format("TFBHISTORY v={}\n", format_version); }
 
-bool parse_file(std::string_view text, std::vector<round_view>& out, std::string& error) {
+bool parse_file(std::string_view text, std::vector<round_view>& out, std::vector<std::string>& warnings,
+                std::string& error) {
   round_parser p;
-  std::size_t line_no = 0, pos = 0;
+  std::size_t line_no = 0, pos = 0, bad = 0;
   while (pos < text.size()) {
     std::size_t nl = text.find('\n', pos);
     ++line_no;
@@ -374,21 +430,15 @@ bool parse_file(std::string_view text, std::vector<round_view>& out, std::string
       }
       continue;
     }
-    if (line.size() >= proto::max_line) {
-      error = fmt::format("{}: line longer than {} bytes", line_no, proto::max_line);
-      return false;
-    }
     std::string why;
-    if (!p.feed(line, why)) {
-      error = fmt::format("{}: {}", line_no, why);
-      return false;
-    }
+    if (!p.feed(line, why) && ++bad <= max_warnings) warnings.push_back(fmt::format("{}: {}", line_no, why));
     for (auto& r : p.take()) out.push_back(std::move(r));
   }
   if (line_no == 0) {
     error = "1: empty file (no TFBHISTORY header)";
     return false;
   }
+  if (bad > max_warnings) warnings.push_back(fmt::format("and {} more bad lines", bad - max_warnings));
   return true;
 }
 

@@ -49,7 +49,9 @@ namespace hist {
 inline constexpr int format_version = 1;
 inline constexpr std::uint32_t no_rank = UINT32_MAX;
 inline constexpr std::size_t default_capacity = 1'000'000;  ///< serve --history default
-inline constexpr std::size_t max_arrivals_per_line = 64;    ///< ARR lines stay far below proto::max_value
+/// A node name as the history keeps it: at most this many bytes (node_label).
+/// DNS names stop at 253; a HELLO host= may carry proto::max_value.
+inline constexpr std::size_t max_node = 255;
 
 /// 16 bytes: the whole cost of one arrival.
 struct arrival_rec {
@@ -80,6 +82,13 @@ struct round_view {
 };
 
 std::string_view to_string(round_record::ending e);
+
+/// The node name as the history keeps and writes it: a byte that a line's
+/// value cannot hold (space, control, non-ASCII, '=') or that separates
+/// arrivals (',') becomes '_'; "" becomes "?"; a name longer than max_node
+/// keeps its first bytes, then '~' and 8 hex digits of a hash of the whole
+/// name (two long names stay two nodes). Idempotent.
+std::string node_label(std::string_view node);
 
 /// Shell-style glob: '*' any run, '?' one byte. No classes.
 bool glob_match(std::string_view pattern, std::string_view s);
@@ -147,13 +156,19 @@ class history {
 //   TFBHISTORY v=1                                   (file only: its first line)
 //   ROUND seq=7 scope=S name=N gen=3 n=8 end=release verdict=continue at=UNIXMS ms=DUR withdrawn=0 timeouts=0 count=8
 //   ARR a=RANK@NODE+OFFSET,...                       (count arrivals in all; rank '-' when none)
-/// The lines of one round (each ends with '\n').
+// An ARR value holds as many arrivals as fit in proto::max_value bytes (the
+// reader's limit): a new ARR line starts before one would pass it.
+/// The lines of one round (each ends with '\n'); nodes as node_label writes them.
 std::string format_round(const round_view& r);
 
-/// Reads rounds back from lines, with checks: every error names its line.
+/// Reads rounds back from lines, with checks. A bad line costs the round it
+/// belongs to, not the rest: the parser drops that round and goes on at the
+/// next ROUND line.
 class round_parser {
  public:
-  /// Feeds one line (without newline). False, with error, when it is bad.
+  /// Feeds one line (without newline). False, with error, when a round was
+  /// dropped because of this line (the line is bad, or it is a ROUND that
+  /// came before the previous round's arrivals were all listed).
   bool feed(std::string_view line, std::string& error);
   /// True when no round is half read.
   bool complete() const { return !pending_; }
@@ -163,13 +178,20 @@ class round_parser {
  private:
   bool feed_round(const proto::line& l, std::string& error);     // ROUND: a round's fields
   bool feed_arrivals(const proto::line& l, std::string& error);  // ARR: some of its arrivals
+  bool feed_line(std::string_view raw, std::string& error);
   std::optional<round_view> pending_;
+  bool skipping_ = false;  ///< after a bad line: the ARR lines of its round are ignored
   std::uint32_t expected_ = 0;
   std::vector<round_view> done_;
 };
 
-/// Parses a whole history file's text. On error: false, with "LINE: why" in error.
-bool parse_file(std::string_view text, std::vector<round_view>& out, std::string& error);
+/// Parses a whole history file's text. A bad line costs its round: it is
+/// skipped with a warning ("LINE: why"; at most max_warnings of them, then
+/// a count). False, with "LINE: why" in error, only when the file is not a
+/// history at all (no header, another format version, empty).
+bool parse_file(std::string_view text, std::vector<round_view>& out, std::vector<std::string>& warnings,
+                std::string& error);
+inline constexpr std::size_t max_warnings = 10;
 /// The header line of a history file.
 std::string file_header();
 

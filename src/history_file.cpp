@@ -1,6 +1,7 @@
 #include "history_file.h"
 
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,16 +22,7 @@ std::optional<std::string> default_file_path(std::string_view node, std::string_
 }
 
 namespace {
-void split(const std::string& path, std::string& dir, std::string& name) {
-  auto slash = path.rfind('/');
-  if (slash == std::string::npos) {
-    dir = ".";
-    name = path;
-  } else {
-    dir = slash == 0 ? "/" : path.substr(0, slash);
-    name = path.substr(slash + 1);
-  }
-}
+constexpr files::role history_role{"the history file", "give another --history-file"};
 
 bool slurp(int fd, std::string& text, std::string& why) {
   char chunk[1 << 16];
@@ -46,41 +38,70 @@ bool slurp(int fd, std::string& text, std::string& why) {
 }
 }  // namespace
 
-bool read_file(const std::string& path, std::vector<round_view>& out, std::string& error) {
-  std::string dir, name;
-  split(path, dir, name);
+bool read_file(const std::string& path, std::vector<round_view>& out, std::vector<std::string>& warnings,
+               std::string& error) {
   // Another user's directory may hold it (a shared job directory), but not a
   // symlink, and the file must be the reader's own: its lines become a report.
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) {
-    error = fmt::format("cannot open the history file {}: {}", path, std::strerror(errno));
-    return false;
-  }
-  files::fd d(dfd);
-  int probe = ::openat(d.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (probe < 0) {
-    error = errno == ELOOP ? fmt::format("the history file {} is a symbolic link; tfbarrier does not follow one", path)
-                           : fmt::format("cannot open the history file {}: {}", path, std::strerror(errno));
-    return false;
-  }
-  ::close(probe);
-  auto f = files::open_in(d.get(), name, O_RDONLY, 0600, dir, error);
+  std::string dir, name;
+  auto d = files::open_parent(path, dir, name, error, history_role);
+  if (!d) return false;
+  auto f = files::open_in(d->get(), name, O_RDONLY, 0600, path.find('/') == std::string::npos ? "" : dir, error,
+                          history_role);
   if (!f) return false;
   std::string text, why;
   if (!slurp(f->get(), text, why)) {
     error = fmt::format("cannot read the history file {}: {}", path, why);
     return false;
   }
-  if (!parse_file(text, out, why)) {
+  std::vector<std::string> skipped;
+  if (!parse_file(text, out, skipped, why)) {
     error = fmt::format("{}:{}", path, why);
     return false;
   }
+  for (const auto& w : skipped) warnings.push_back(fmt::format("{}:{}", path, w));
   return true;
 }
 
+namespace {
+// Moves dir/name to the first free name of name.bad, name.bad.1, ...: never
+// over an earlier one, nor through a symlink planted there (a rename never
+// follows one, and RENAME_NOREPLACE refuses any name that exists).
+// renameat2 through syscall(): a new libc import would cost every command's
+// start (bench/startup-cost.sh).
+bool set_aside(int dir, const std::string& name, std::string& moved_to, std::string& why) {
+  constexpr unsigned noreplace = 1;  // RENAME_NOREPLACE
+  for (int i = 0; i < 1000; ++i) {
+    std::string bad = i == 0 ? name + ".bad" : fmt::format("{}.bad.{}", name, i);
+    if (::syscall(SYS_renameat2, dir, name.c_str(), dir, bad.c_str(), noreplace) == 0) {
+      moved_to = bad;
+      return true;
+    }
+    if (errno == EEXIST) continue;
+    if (errno != EINVAL && errno != ENOSYS) break;
+    // A file system without RENAME_NOREPLACE: claim the name first (O_EXCL
+    // does not follow a symlink either), then rename over our own claim.
+    std::string ignored;
+    if (!files::open_in(dir, bad, O_WRONLY | O_CREAT | O_EXCL, 0600, "", ignored, history_role)) {
+      if (errno == EEXIST) continue;
+      break;
+    }
+    if (::renameat(dir, name.c_str(), dir, bad.c_str()) == 0) {
+      moved_to = bad;
+      return true;
+    }
+    int e = errno;
+    ::unlinkat(dir, bad.c_str(), 0);
+    errno = e;
+    break;
+  }
+  why = errno == EEXIST ? std::string("1000 earlier .bad files are in the way") : std::strerror(errno);
+  return false;
+}
+}  // namespace
+
 bool store::open(const std::string& path, std::string& warning, std::string& error) {
   path_ = path;
-  split(path, dir_, name_);
+  files::split_path(path, dir_, name_);
   auto d = files::open_dir(dir_, true, false, error);
   if (!d) {
     error = fmt::format("cannot use the history file's directory: {}", error);
@@ -91,17 +112,25 @@ bool store::open(const std::string& path, std::string& warning, std::string& err
   if (probe >= 0 || errno != ENOENT) {
     if (probe >= 0) ::close(probe);
     std::vector<round_view> rounds;
+    std::vector<std::string> skipped;
     std::string why;
-    if (read_file(path_, rounds, why)) {
-      for (const auto& r : rounds) data_.add(r);
-    } else {
-      // Not lost: set aside for a person to look at, and a new history begins.
-      std::string bad = name_ + ".bad";
-      if (::renameat(dir_fd_.get(), name_.c_str(), dir_fd_.get(), bad.c_str()) != 0) {
-        error = fmt::format("{}; and it cannot be moved aside: {}", why, std::strerror(errno));
+    bool read = read_file(path_, rounds, skipped, why);
+    for (const auto& r : rounds) data_.add(r);
+    if (!read || !skipped.empty()) {
+      // Not lost: the file as it was is set aside for a person to look at
+      // (the rewrite below would drop its bad lines).
+      std::string bad;
+      if (!read) skipped.assign(1, why);
+      std::string what;
+      for (const auto& w : skipped) what += (what.empty() ? "" : "; ") + w;
+      if (!set_aside(dir_fd_.get(), name_, bad, why)) {
+        error = fmt::format("{}; and it cannot be moved aside: {}", what, why);
         return false;
       }
-      warning = fmt::format("warning: {}; moved it to {}.bad and started a new history", why, path_);
+      bad = path_.substr(0, path_.size() - name_.size()) + bad;
+      warning = read ? fmt::format("warning: {}; skipped those rounds, kept {} rounds, and moved the file as it was to {}",
+                                   what, rounds.size(), bad)
+                     : fmt::format("warning: {}; moved it to {} and started a new history", what, bad);
     }
   }
   return rewrite(error);
@@ -111,7 +140,7 @@ bool store::rewrite(std::string& error) {
   std::string text = file_header();
   data_.each([&](const round_view& r) { text += format_round(r); });
   if (!files::replace_in(dir_fd_.get(), name_, text, dir_, error)) return false;
-  auto f = files::open_in(dir_fd_.get(), name_, O_WRONLY | O_APPEND, 0600, dir_, error);
+  auto f = files::open_in(dir_fd_.get(), name_, O_WRONLY | O_APPEND, 0600, dir_, error, history_role);
   if (!f) return false;
   file_ = std::move(*f);
   written_arrivals_ = data_.arrivals();

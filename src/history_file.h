@@ -20,15 +20,19 @@ std::string default_file_name(std::string_view node, std::string_view job);
 std::optional<std::string> default_file_path(std::string_view node, std::string_view job, std::string& error);
 
 /// Reads a history file, with checks (owner, not a symlink, its format).
-/// Errors name the file and the line: "PATH:LINE: why".
-bool read_file(const std::string& path, std::vector<round_view>& out, std::string& error);
+/// Errors name the file and the line: "PATH:LINE: why". A bad line costs
+/// only its round: it is skipped, with "PATH:LINE: why" in warnings.
+bool read_file(const std::string& path, std::vector<round_view>& out, std::vector<std::string>& warnings,
+               std::string& error);
 
 class store {
  public:
   explicit store(std::size_t capacity) : data_(capacity), capacity_(capacity) {}
-  /// Opens (creating) the file at path: loads what it holds (a file that
-  /// cannot be read is set aside as PATH.bad, with a warning), then rewrites
-  /// it with what was kept. False + error when it cannot be written at all.
+  /// Opens (creating) the file at path: loads what it holds, then rewrites it
+  /// with what was kept. A file that cannot be read, or that had bad lines
+  /// (their rounds are skipped, the rest kept), is first set aside as it was
+  /// under a new name, PATH.bad or else PATH.bad.1, .2, ... (never over an
+  /// earlier one), with a warning. False + error when it cannot be written.
   bool open(const std::string& path, std::string& warning, std::string& error);
   /// Adds a finished round; its lines wait in memory for flush().
   void add(const round_record& r, std::int64_t wall_first_ms);

@@ -45,7 +45,9 @@
 #include "host_conn.h"
 #include "munge_auth.h"
 #include "exit_codes.h"
+#include "peer_owner.h"
 #include "journal.h"
+#include "log_safe.h"
 #include "metrics.h"
 #include "private_files.h"
 #include "replica.h"
@@ -64,6 +66,7 @@ namespace {
 
 constexpr std::size_t max_outbox_bytes = 1 << 20;  // a client that leaves this much unread is dropped at its next reply
 constexpr std::size_t max_held_bytes = 64 << 10;    // a write_batch holds no more than this for one connection
+constexpr std::size_t max_client_text = 200;        // bytes of a bad client's quoted text that reach the log
 
 // The real world for host_conn: the kernel's random nonces, getuid().
 class system_services final : public host_services {
@@ -170,7 +173,10 @@ class server;
 // GET /metrics on --metrics HOST:PORT, and --metrics-textfile, from this
 // io_context. What a request means and the text are metrics.h's (pure); here
 // are the sockets: at most max_http connections at once, each closed after
-// one answer or after http_deadline, whatever it sends (or does not).
+// one answer, or when it has not sent its request within request_deadline, or
+// after http_deadline, whatever it sends (or does not). When full, a newcomer
+// takes the place of the oldest that has not sent its request: idle
+// connections cannot keep a scraper out.
 class metrics_endpoint {
  public:
   metrics_endpoint(asio::io_context& io, const host_options& o) : io_(io), opts_(o), acceptor_(io), textfile_timer_(io) {}
@@ -184,13 +190,18 @@ class metrics_endpoint {
 
  private:
   static constexpr std::size_t max_http = 32;
+  static constexpr auto request_deadline = std::chrono::seconds(2);
   static constexpr auto http_deadline = std::chrono::seconds(5);
   static constexpr auto textfile_every = std::chrono::seconds(5);
   struct http_conn {
     explicit http_conn(asio::io_context& io) : socket(io), timer(io) {}
     tcp::socket socket;
     asio::steady_timer timer;
+    std::chrono::steady_clock::time_point accepted = std::chrono::steady_clock::now();
+    bool requested = false;  ///< its whole request is in: it is being answered
   };
+  bool make_room();
+  static void close_at_deadline(const std::shared_ptr<http_conn>& c, std::chrono::steady_clock::duration after);
   awaitable<void> accept_loop();
   awaitable<void> answer(std::shared_ptr<http_conn> c);
   awaitable<void> textfile_loop();
@@ -240,6 +251,8 @@ class session : public std::enable_shared_from_this<session> {
   }
   conn_id id() const { return id_; }
   const std::string& remote() const { return remote_; }
+  /// Not the host's own uid, on a host that serves only its own (host_conn::stranger).
+  void stranger() { conn_.stranger(); }
   const std::string& peer_addr() const { return peer_addr_; }
 
  private:
@@ -283,6 +296,7 @@ class server {
         start_(std::chrono::steady_clock::now()) {
     conn_config_.secret = o.secret;
     conn_config_.munge = o.munge;
+    conn_config_.owner_only = !o.secret && !o.munge && !o.insecure;
     conn_config_.server = fmt::format("tfbarrier/{}", tfb::version);
     conn_config_.services = &services_;
     // Nothing active within a participant's default --connect-timeout is
@@ -295,6 +309,10 @@ class server {
   }
 
   bool listen(std::string& error);
+  /// On a host that serves its own uid only: whether the other end of the
+  /// accepted connection fd is that uid, as the kernel says. A stranger, or
+  /// an end the kernel cannot name, is logged (at most once a second).
+  bool owner_is_me(int fd, const tcp::endpoint& peer, const std::string& remote);
   bool open_journal(std::string& error);
   bool open_metrics(std::string& error) {  // issue 21
     return metrics_.open(error, [this](std::string_view t) { log(t); });
@@ -317,7 +335,8 @@ class server {
     localtime_r(&tt, &tm);
     char buf[32];
     std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-    tfb::print(opts_.log, "{}.{:03d} tfbarrier[{}]: {}\n", buf, static_cast<int>(ms), getpid(), text);
+    // Every line escaped (log_safe.h): some quote what a client sent.
+    tfb::print(opts_.log, "{}.{:03d} tfbarrier[{}]: {}\n", buf, static_cast<int>(ms), getpid(), log_safe(text));
     std::fflush(opts_.log);
   }
   void event(std::string_view text) {  // --quiet keeps warnings
@@ -535,6 +554,11 @@ class server {
   bool stopping_ = false;
   millis last_active_ = 0;
   int reserve_fd_ = -1;
+  files::fd sock_diag_;  // owner_only: peer_owner's questions go through it
+  tcp::endpoint local_;  // where it listens: a connection's own end (owner_only hosts listen on loopback)
+  // owner_only: strangers refused, logged at most once a second (the rest counted)
+  std::chrono::steady_clock::time_point stranger_logged_{};
+  std::size_t strangers_unlogged_ = 0;
   std::size_t max_connections_ = 0;
   std::unordered_map<std::string, std::size_t> per_address_;
   std::string address_;
@@ -726,7 +750,10 @@ void session::munge_finished(const munge_pool::job* j, munge_result r) {
 
 // Does what host_conn said after a line (or the handshake deadline).
 void session::follow(host_step& s) {
-  if (!s.bad_client.empty()) srv_.event(fmt::format("bad client {}: {}", remote_, s.bad_client));
+  // What a client sent is quoted in bad_client, before any authentication
+  // (a malformed HELLO's fields): cut short, as well as escaped by log().
+  if (!s.bad_client.empty())
+    srv_.event(fmt::format("bad client {}: {}", remote_, log_safe(s.bad_client, max_client_text)));
   if (s.auth_failed) ++srv_.metrics().counters.auth_failures;  // metrics (issue 21)
   if (!s.warning.empty()) srv_.log(s.warning);
   if (!authenticated_ && conn_.authenticated()) {
@@ -1133,11 +1160,14 @@ bool server::listen(std::string& error) {
     return false;
   }
   auto local = acceptor_.local_endpoint(ec);
+  local_ = local;
   std::string a = local.address().to_string();
   if (local.address().is_v6()) a = "[" + a + "]";
   address_ = fmt::format("{}:{}", a, local.port());
   // Keep one descriptor in reserve so a newcomer past the limit can be told why.
   reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  // Who owns each connection's other end is asked through one socket, kept.
+  if (conn_config_.owner_only) sock_diag_ = files::fd(open_sock_diag());
   struct rlimit rl{};
   std::size_t fd_room = 1024;
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > 64)
@@ -1216,12 +1246,42 @@ awaitable<void> server::accept_loop() {
     }
     ++from_peer;
     conn_id id = next_id_++;
+    int fd = s.native_handle();
     auto sess = std::make_shared<session>(*this, std::move(s), id, peer,
                                           aec ? std::string("?") : fmt::format("{}:{}", peer, ep.port()));
     sessions_.emplace(id, sess);
     unauthenticated_.insert(id);
+    // Before a byte is read: a host without a secret serves its own uid only.
+    if (conn_config_.owner_only && (aec || !owner_is_me(fd, ep, sess->remote()))) sess->stranger();
     sess->start();
   }
+}
+
+bool server::owner_is_me(int fd, const tcp::endpoint& peer, const std::string& remote) {
+  std::string error;
+  std::optional<uid_t> uid;
+  if (local_.address().is_unspecified()) {  // not expected (such a host has a secret): ask the socket
+    uid = peer_owner(fd, error, nullptr, sock_diag_.get());
+  } else {  // both ends known: the one question to the kernel
+    sockaddr_storage ends[2]{};
+    std::memcpy(&ends[0], local_.data(), local_.size());
+    std::memcpy(&ends[1], peer.data(), peer.size());
+    uid = peer_owner_of(ends[0], ends[1], error, nullptr, sock_diag_.get());
+  }
+  if (uid && *uid == ::getuid()) return true;
+  ++strangers_unlogged_;
+  auto t = std::chrono::steady_clock::now();
+  if (t - stranger_logged_ < 1s) return false;
+  std::string who = uid ? fmt::format("it is run by uid {}", *uid)
+                        : fmt::format("the kernel cannot say who runs it ({})", error);
+  std::string more =
+      strangers_unlogged_ > 1 ? fmt::format(" (and {} more since the last such line)", strangers_unlogged_ - 1) : "";
+  log(fmt::format("warning: refused a connection from {}: {}, and this host serves its own user (uid {}) only; "
+                  "to share it, give the host and its participants the same --secret-file{}",
+                  remote, who, ::getuid(), more));
+  stranger_logged_ = t;
+  strangers_unlogged_ = 0;
+  return false;
 }
 
 // The host is full and a newcomer knocks: the connection that has waited
@@ -1317,9 +1377,7 @@ bool metrics_endpoint::open(std::string& error, std::function<void(std::string_v
   log_ = std::move(log);
   if (opts_.metrics_textfile) {
     const std::string& path = *opts_.metrics_textfile;
-    auto slash = path.rfind('/');
-    textfile_dir_path_ = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-    textfile_name_ = slash == std::string::npos ? path : path.substr(slash + 1);
+    files::split_path(path, textfile_dir_path_, textfile_name_);
     std::string why;
     if (textfile_name_.empty() || !(textfile_dir_ = files::open_dir(textfile_dir_path_, false, false, why))) {
       error = fmt::format("cannot write the metrics textfile {}: {}", path,
@@ -1393,7 +1451,7 @@ awaitable<void> metrics_endpoint::accept_loop() {
       co_await t.async_wait(asio::redirect_error(use_awaitable, ec));
       continue;
     }
-    if (conns_.size() >= max_http) {
+    if (conns_.size() >= max_http && !make_room()) {
       std::string busy = metrics::response(503, "too many metrics requests at once\n");
       s.non_blocking(true, ec);
       s.write_some(asio::buffer(busy), ec);  // what the kernel takes now; no waiting for it
@@ -1407,14 +1465,34 @@ awaitable<void> metrics_endpoint::accept_loop() {
   }
 }
 
-// One request, one answer, then close; the whole exchange within http_deadline.
-awaitable<void> metrics_endpoint::answer(std::shared_ptr<http_conn> c) {
-  c->timer.expires_after(http_deadline);
+/// Closes the oldest connection that has not sent its request, to take a
+/// newcomer; false when every one is being answered.
+bool metrics_endpoint::make_room() {
+  std::shared_ptr<http_conn> oldest;
+  for (const auto& c : conns_)
+    if (!c->requested && (!oldest || c->accepted < oldest->accepted)) oldest = c;
+  if (!oldest) return false;
+  asio::error_code ec;
+  oldest->timer.cancel();
+  oldest->socket.close(ec);  // its read fails; answer() ends it
+  conns_.erase(oldest);
+  return true;
+}
+
+/// Closes c's socket when its timer expires: a slow client's read or write fails then.
+void metrics_endpoint::close_at_deadline(const std::shared_ptr<http_conn>& c, std::chrono::steady_clock::duration after) {
+  c->timer.expires_after(after);
   c->timer.async_wait([c](asio::error_code ec) {
     if (ec) return;
     asio::error_code ignored;
-    c->socket.close(ignored);  // a slow client's read or write fails now
+    c->socket.close(ignored);
   });
+}
+
+// One request within request_deadline, one answer, then close; the whole
+// exchange within http_deadline.
+awaitable<void> metrics_endpoint::answer(std::shared_ptr<http_conn> c) {
+  close_at_deadline(c, request_deadline);
   std::string received, reply;
   char buf[2048];
   asio::error_code ec;
@@ -1424,6 +1502,8 @@ awaitable<void> metrics_endpoint::answer(std::shared_ptr<http_conn> c) {
     received.append(buf, n);
     auto p = metrics::parse_request(received);
     if (p.st == metrics::http_parse::state::incomplete) continue;
+    c->requested = true;  // from now on only http_deadline bounds it
+    close_at_deadline(c, http_deadline - (std::chrono::steady_clock::now() - c->accepted));
     reply = p.st == metrics::http_parse::state::complete ? metrics::respond(p.req, opts_.metrics_token, text)
                                                          : metrics::refusal(p.st);
     break;

@@ -23,6 +23,10 @@ struct host_options {
   std::size_t max_barriers = 65536;    ///< barriers held at once (barrier_set::limit)
   std::optional<std::string> secret;  ///< shared secret: every client must authenticate (docs/security.md)
   bool munge = false;                 ///< MUNGE: every client must be this host's uid (docs/security.md)
+  /// --insecure: no secret and no MUNGE, and anyone who can connect is served.
+  /// Without it, a host with neither serves its own uid only: the kernel says
+  /// who owns each connection's other end (sock_diag), before its HELLO is read.
+  bool insecure = false;
   bool self_started = false;          ///< started by a participant: losing the race for the port is fine
   std::optional<std::string> metrics_listen;    ///< serve GET /metrics on HOST:PORT (docs/monitoring.md)
   std::optional<std::string> metrics_token;     ///< required as "Authorization: Bearer TOKEN" when set

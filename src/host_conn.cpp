@@ -10,8 +10,21 @@
 
 namespace tfb {
 
+// A stranger's first line, whatever it is, is answered so and not parsed: no
+// bad_client, since the host logged the stranger (rate-limited) when it looked
+// the owner up.
+host_step host_conn::refuse_stranger() {
+  host_step s = reply(proto::error_reply{proto::error_kind::auth,
+                                         "this host serves its own user only; start a host of your own, or give "
+                                         "the host and its participants the same --secret-file"},
+                      true);
+  s.auth_failed = true;
+  return s;
+}
+
 std::optional<host_step> host_conn::overflow() {
   if (!splitter_.overflow()) return std::nullopt;
+  if (stranger_) return refuse_stranger();
   host_step s = reply(proto::error_reply{proto::error_kind::toolong,
                                          fmt::format("line longer than {} bytes", proto::max_line)},
                       true);
@@ -20,6 +33,7 @@ std::optional<host_step> host_conn::overflow() {
 }
 
 host_step host_conn::feed(const host_conn_config& cfg, std::string_view raw) {
+  if (stranger_) return refuse_stranger();
   std::string unsealed;  // a copy only when there is a MAC to take off
   if (sealed()) {
     unsealed = raw;
@@ -218,7 +232,7 @@ std::optional<host_step> host_conn::handshake_expired() const {
   s.bytes = proto::format_reply(
       proto::error_reply{proto::error_kind::timeout, hello_ ? "no AUTH in time" : "no HELLO in time"});
   s.close = true;
-  s.bad_client = fmt::format("no {} within the handshake timeout", hello_ ? "AUTH" : "HELLO");
+  if (!stranger_) s.bad_client = fmt::format("no {} within the handshake timeout", hello_ ? "AUTH" : "HELLO");
   return s;
 }
 

@@ -75,8 +75,12 @@ struct host_conn_config {
   std::optional<std::string> secret;  ///< a shared secret: the HMAC handshake
   bool munge = false;                 ///< MUNGE (when there is no secret)
   std::string server;                 ///< the HELLO reply's server=, "tfbarrier/VERSION"
-  host_services* services = nullptr;  ///< needed when secret or munge is set
+  host_services* services = nullptr;  ///< needed when secret, munge or owner_only is set
   std::string store;                  ///< the HELLO reply's store=: a host with a store, its prefix
+  /// No secret, no MUNGE and no --insecure: only the host's own uid is served
+  /// (docs/security.md). The kernel names each connection's owner, and the
+  /// host tells a connection that is not its own (host_conn::stranger).
+  bool owner_only = false;
 };
 
 /// One step: what the host does after one line (or a deadline).
@@ -131,6 +135,13 @@ class host_conn {
   /// The handshake deadline passed: the step that closes the connection
   /// (ERR TIMEOUT), or nullopt when the handshake is over.
   std::optional<host_step> handshake_expired() const;
+  /// The connection's other end is not the host's own uid (or the kernel
+  /// could not say whose it is), on a host that serves its own uid only
+  /// (host_conn_config::owner_only): its first line, HELLO or not, gets ERR
+  /// AUTH and a close, and nothing it sends is parsed. The host logs it,
+  /// rate-limited (the step names no bad client: a flood of strangers is not
+  /// a flood of log lines).
+  void stranger() { stranger_ = true; }
   /// The barriers refused the ARRIVE or DECIDE this connection delivered:
   /// it may try again (docs/protocol.md).
   void refused() { arrived_ = false; }
@@ -157,6 +168,7 @@ class host_conn {
   host_step request(proto::request req);
   host_step reply(const proto::reply& r, bool close);
   host_step refuse_auth(std::string text);
+  host_step refuse_stranger();
 
   proto::line_splitter splitter_;
   // Only on a host that authenticates (most connections of a job on loopback
@@ -172,10 +184,13 @@ class host_conn {
   std::unique_ptr<auth_state> auth_;
   peer_info peer_;
   std::uint32_t keepalive_ms_ = 0;
-  bool hello_ = false;
-  bool awaiting_auth_ = false;
-  bool arrived_ = false;
-  bool munge_pending_ = false;
+  // Bits, so that a waiting participant's connection stays within its size
+  // (host_conn_test: host_conn_size).
+  bool hello_ : 1 = false;
+  bool awaiting_auth_ : 1 = false;
+  bool arrived_ : 1 = false;
+  bool munge_pending_ : 1 = false;
+  bool stranger_ : 1 = false;
 };
 
 }  // namespace tfb

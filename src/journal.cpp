@@ -74,6 +74,8 @@ namespace {
 // wrap to 0; 2^53 also keeps them exact for every JSON reader.
 constexpr std::uint64_t max_gen = std::uint64_t{1} << 53;
 
+constexpr files::role journal_role{"the journal", "give another --state-dir"};
+
 std::string check_fields(const journal_entry& e) {
   if (e.gen >= max_gen) return fmt::format("round {} is past the largest a host reaches ({})", e.gen, max_gen - 1);
   if (std::string why = proto::text_problem(e.message); !why.empty()) return "the message or reason " + why;
@@ -163,23 +165,6 @@ std::optional<journal_entry> from_journal_line(std::string_view line, std::strin
   }
 }
 
-namespace {
-
-bool write_all(int fd, const std::string& bytes) {
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
-}  // namespace
-
 journal::journal(std::string dir) : dir_(std::move(dir)), path_(dir_ + "/journal") {}
 
 journal::~journal() {
@@ -199,7 +184,7 @@ bool journal::read(const std::function<void(const journal_entry&)>& restore,
   int fd = ::openat(dir_fd_.get(), "journal", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0 && errno == ENOENT) return true;  // a new journal
   if (fd >= 0) ::close(fd);
-  auto checked = files::open_in(dir_fd_.get(), "journal", O_RDONLY, 0600, dir_, error);
+  auto checked = files::open_in(dir_fd_.get(), "journal", O_RDONLY, 0600, dir_, error, journal_role);
   if (!checked) return false;
   std::string text;
   char chunk[1 << 16];
@@ -257,7 +242,7 @@ bool journal::compact(const std::vector<journal_entry>& entries, std::string& er
   if (!files::replace_in(dir_fd_.get(), "journal", bytes, dir_, error)) return false;
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
-  auto f = files::open_in(dir_fd_.get(), "journal", O_WRONLY | O_APPEND, 0600, dir_, error);
+  auto f = files::open_in(dir_fd_.get(), "journal", O_WRONLY | O_APPEND, 0600, dir_, error, journal_role);
   if (!f) return false;
   fd_ = f->release();
   size_ = live_ = bytes.size();
@@ -271,7 +256,7 @@ bool journal::append(const std::vector<journal_entry>& entries, std::string& err
     error = std::strerror(EBADF);
     return false;
   }
-  if (!write_all(fd_, bytes) || ::fdatasync(fd_) != 0) {
+  if (!files::write_all(fd_, bytes) || ::fdatasync(fd_) != 0) {
     error = std::strerror(errno);
     return false;
   }

@@ -38,8 +38,10 @@ struct lookup {
 
 // One exact SOCK_DIAG_BY_FAMILY request for the socket whose local end is the
 // peer and whose remote end is us: the host's side of this very connection.
-bool ask(const sockaddr_storage& local, const sockaddr_storage& peer, lookup& result, std::string& error) {
-  int nl = ::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+// nl: a sock_diag socket to use (the host keeps one), or -1 for one of its own.
+bool ask(const sockaddr_storage& local, const sockaddr_storage& peer, lookup& result, std::string& error,
+         int given_nl) {
+  int nl = given_nl >= 0 ? given_nl : ::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
   if (nl < 0) {
     error = fmt::format("cannot ask the kernel who owns the host's socket (sock_diag): {}", std::strerror(errno));
     return false;
@@ -88,13 +90,13 @@ bool ask(const sockaddr_storage& local, const sockaddr_storage& peer, lookup& re
       error = "an unexpected answer from the kernel's sock_diag";
     }
   }
-  ::close(nl);
+  if (given_nl < 0) ::close(nl);
   return ok;
 }
 
 }  // namespace
 
-std::optional<uid_t> peer_owner(int fd, std::string& error, bool* not_yet) {
+std::optional<uid_t> peer_owner(int fd, std::string& error, bool* not_yet, int nl) {
   sockaddr_storage local{}, peer{};
   socklen_t ll = sizeof local, pl = sizeof peer;
   if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0 ||
@@ -107,6 +109,11 @@ std::optional<uid_t> peer_owner(int fd, std::string& error, bool* not_yet) {
     error = fmt::format("cannot name this connection's ends: {}", std::strerror(errno));
     return std::nullopt;
   }
+  return peer_owner_of(local, peer, error, not_yet, nl);
+}
+
+std::optional<uid_t> peer_owner_of(const sockaddr_storage& local, const sockaddr_storage& peer, std::string& error,
+                                   bool* not_yet, int nl) {
   if ((local.ss_family != AF_INET && local.ss_family != AF_INET6) || local.ss_family != peer.ss_family) {
     error = "not a TCP/IP connection";
     return std::nullopt;
@@ -115,7 +122,7 @@ std::optional<uid_t> peer_owner(int fd, std::string& error, bool* not_yet) {
   // which carries no owner; it becomes a full socket within microseconds.
   for (int attempt = 0; attempt < 200; ++attempt) {
     lookup r;
-    if (!ask(local, peer, r, error)) return std::nullopt;
+    if (!ask(local, peer, r, error, nl)) return std::nullopt;
     if (!r.found) {
       // The host closed it, or stopped, since connect() returned (a restart):
       // nobody to trust or refuse; worth connecting again.
@@ -130,5 +137,7 @@ std::optional<uid_t> peer_owner(int fd, std::string& error, bool* not_yet) {
   if (not_yet) *not_yet = true;
   return std::nullopt;
 }
+
+int open_sock_diag() { return ::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG); }
 
 }  // namespace tfb

@@ -4,6 +4,7 @@
 #include <pwd.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -49,13 +50,15 @@ bool make_dirs(const std::string& path, std::string& error) {
 }
 
 /// The checks every file and directory of ours must pass: ours, and nobody
-/// else may change it.
-bool check_owner(const struct stat& st, const std::string& shown, const char* what, std::string& error) {
+/// else may change it. what names it ("the directory", "the log file");
+/// instead says what else the user can do.
+bool check_owner(const struct stat& st, const std::string& shown, std::string_view what, std::string_view instead,
+                 std::string& error) {
   uid_t me = ::getuid();
   if (st.st_uid != me) {
     error = fmt::format("{} {} belongs to uid {}, not to you (uid {}): another user could have made it to plant "
-                        "or read files there; remove it, or use a {} of your own",
-                        what, shown, st.st_uid, me, what);
+                        "or read files there; remove it, or {}",
+                        what, shown, st.st_uid, me, instead);
     return false;
   }
   if ((st.st_mode & 022) != 0) {
@@ -82,6 +85,8 @@ std::string random_suffix() {
   return s;
 }
 
+}  // namespace
+
 bool write_all(int f, std::string_view bytes) {
   while (!bytes.empty()) {
     ssize_t n = ::write(f, bytes.data(), bytes.size());
@@ -93,8 +98,6 @@ bool write_all(int f, std::string_view bytes) {
   }
   return true;
 }
-
-}  // namespace
 
 std::optional<fd> open_dir(const std::string& path, bool create, bool private_only, std::string& error) {
   bool made = false;
@@ -131,7 +134,7 @@ std::optional<fd> open_dir(const std::string& path, bool create, bool private_on
     error = fmt::format("cannot examine the directory {}: {}", path, std::strerror(errno));
     return std::nullopt;
   }
-  if (!check_owner(st, path, "the directory", error)) return std::nullopt;
+  if (!check_owner(st, path, "the directory", "use a directory of your own", error)) return std::nullopt;
   if (private_only && (st.st_mode & 077) != 0) {
     error = fmt::format("the directory {} can be entered by others (mode {:04o}); run `chmod 700 {}`", path,
                         st.st_mode & 07777, path);
@@ -140,40 +143,130 @@ std::optional<fd> open_dir(const std::string& path, bool create, bool private_on
   return d;
 }
 
-std::optional<fd> open_in(int dir, std::string_view name, int flags, mode_t mode, const std::string& shown_dir,
-                          std::string& error) {
-  std::string n(name);
-  std::string shown = join(shown_dir, name);
-  fd f(::openat(dir, n.c_str(), flags | O_NOFOLLOW | O_CLOEXEC, mode));
-  if (!f) {
-    if (errno == ELOOP)
-      error = fmt::format("{} is a symbolic link; tfbarrier does not follow links there: remove it", shown);
-    else
-      error = fmt::format("cannot open {}: {}", shown, std::strerror(errno));
-    return std::nullopt;
+namespace {
+
+/// openat without following a symlink; with O_CREAT, first as O_EXCL, so
+/// that created says whether this call made the file. O_TRUNC is left to the
+/// caller (after the checks). O_NONBLOCK: a planted FIFO must not hang us.
+int open_nofollow(int dir, const char* name, int flags, mode_t mode, bool& created) {
+  int base = (flags & ~(O_CREAT | O_EXCL | O_TRUNC)) | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+  created = false;
+  if ((flags & O_CREAT) == 0) return ::openat(dir, name, base);
+  for (int tries = 0; tries < 3; ++tries) {  // made and removed by another between our two calls: again
+    int f = ::openat(dir, name, base | O_CREAT | O_EXCL, mode);
+    if (f >= 0 || errno != EEXIST || (flags & O_EXCL) != 0) {
+      created = f >= 0;
+      return f;
+    }
+    f = ::openat(dir, name, base);
+    if (f >= 0 || errno != ENOENT) return f;
   }
+  return -1;
+}
+
+std::string open_failed(const std::string& shown, const role& who) {
+  if (errno == ELOOP)
+    return fmt::format("{} {} is a symbolic link: refusing to follow it; remove it, or {}", who.what, shown,
+                       who.instead);
+  if (errno == EEXIST) return fmt::format("{} {} exists already", who.what, shown);
+  if (errno == ENXIO)  // O_NONBLOCK's answer for a FIFO without a reader, or a socket
+    return fmt::format("{} {} is not a regular file; remove it, or {}", who.what, shown, who.instead);
+  return fmt::format("cannot open {} {}: {}", who.what, shown, std::strerror(errno));
+}
+
+/// What open_in checks of the file it opened (see private_files.h).
+bool check_opened(int f, int flags, mode_t mode, bool created, const std::string& shown, const role& who,
+                  std::string& error) {
   struct stat st{};
-  if (::fstat(f.get(), &st) != 0) {
-    error = fmt::format("cannot examine {}: {}", shown, std::strerror(errno));
-    return std::nullopt;
+  if (::fstat(f, &st) != 0) {
+    error = fmt::format("cannot examine {} {}: {}", who.what, shown, std::strerror(errno));
+    return false;
   }
   if (!S_ISREG(st.st_mode)) {
-    error = fmt::format("{} is not a regular file", shown);
+    error = fmt::format("{} {} is not a regular file; remove it, or {}", who.what, shown, who.instead);
+    return false;
+  }
+  // What we make gets its mode, whatever a default ACL says; what was there
+  // is checked as it is, and only narrowed (never widened) once it passed.
+  bool exact = created && !who.umask_decides;
+  if (exact && ::fchmod(f, mode) == 0) st.st_mode = (st.st_mode & ~static_cast<mode_t>(07777)) | mode;
+  if (!check_owner(st, shown, who.what, who.instead, error)) return false;
+  bool writes = (flags & O_ACCMODE) != O_RDONLY;
+  if (writes && st.st_nlink > 1) {
+    error = fmt::format("{} {} has {} hard links: another name of it could be a file of yours elsewhere; remove "
+                        "it, or {}",
+                        who.what, shown, st.st_nlink, who.instead);
+    return false;
+  }
+  mode_t narrowed = st.st_mode & mode & 07777;
+  if (writes && !exact && (st.st_mode & 07777) != narrowed) ::fchmod(f, narrowed);
+  return true;
+}
+
+}  // namespace
+
+std::optional<fd> open_in(int dir, std::string_view name, int flags, mode_t mode, const std::string& shown_dir,
+                          std::string& error, const role& who) {
+  std::string n(name);
+  std::string shown = join(shown_dir, name);
+  bool created = false;
+  fd f(open_nofollow(dir, n.c_str(), flags, mode, created));
+  if (!f) {
+    int saved = errno;  // for a caller that tells EEXIST apart
+    error = open_failed(shown, who);
+    errno = saved;
     return std::nullopt;
   }
-  // What we may write we also narrow to its mode: a default ACL, or our own
-  // file from an older version, can be wider.
-  if (st.st_uid == ::getuid() && (flags & O_CREAT) != 0 && (st.st_mode & 07777) != mode &&
-      ::fchmod(f.get(), mode) == 0)
-    st.st_mode = (st.st_mode & ~static_cast<mode_t>(07777)) | mode;
-  if (!check_owner(st, shown, "the file", error)) return std::nullopt;
+  if (!check_opened(f.get(), flags, mode, created, shown, who, error)) return std::nullopt;
+  // Truncated through syscall(): ftruncate would be a new libc import, which
+  // costs every command's start (bench/startup-cost.sh).
+  int fl = ::fcntl(f.get(), F_GETFL);
+  if (fl < 0 || ::fcntl(f.get(), F_SETFL, fl & ~O_NONBLOCK) != 0 ||
+      ((flags & O_TRUNC) != 0 && !created && ::syscall(SYS_ftruncate, f.get(), 0) != 0)) {
+    error = fmt::format("cannot open {} {}: {}", who.what, shown, std::strerror(errno));
+    return std::nullopt;
+  }
   return f;
+}
+
+void split_path(const std::string& path, std::string& dir, std::string& name) {
+  auto slash = path.rfind('/');
+  if (slash == std::string::npos) {
+    dir = ".";
+    name = path;
+  } else {
+    dir = slash == 0 ? "/" : path.substr(0, slash);
+    name = path.substr(slash + 1);
+  }
+}
+
+std::optional<fd> open_parent(const std::string& path, std::string& dir, std::string& name, std::string& error,
+                              const role& who) {
+  split_path(path, dir, name);
+  if (name.empty() || name == "." || name == "..") {
+    error = fmt::format("{} {} names a directory, not a file; {}", who.what, path, who.instead);
+    return std::nullopt;
+  }
+  fd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!d) {
+    error = fmt::format("cannot open the directory of {} {}: {}", who.what, path, std::strerror(errno));
+    return std::nullopt;
+  }
+  return d;
+}
+
+std::optional<fd> open_path(const std::string& path, int flags, mode_t mode, std::string& error, const role& who) {
+  std::string dir, name;
+  auto d = open_parent(path, dir, name, error, who);
+  if (!d) return std::nullopt;
+  // Messages show the path as given: "x.log", not "./x.log".
+  return open_in(d->get(), name, flags, mode, path.find('/') == std::string::npos ? "" : dir, error, who);
 }
 
 bool replace_in(int dir, std::string_view name, std::string_view bytes, const std::string& shown_dir,
                 std::string& error, mode_t mode) {
   std::string tmp = fmt::format(".{}.{}.tmp", name, random_suffix());
-  auto f = open_in(dir, tmp, O_WRONLY | O_CREAT | O_EXCL, mode, shown_dir, error);
+  auto f = open_in(dir, tmp, O_WRONLY | O_CREAT | O_EXCL, mode, shown_dir, error, {"the temporary file"});
   if (!f) return false;
   std::string target(name);
   if (!write_all(f->get(), bytes) || ::fsync(f->get()) != 0 || ::renameat(dir, tmp.c_str(), dir, target.c_str()) != 0) {
@@ -232,7 +325,8 @@ std::optional<fd> open_host_log(std::string_view node, std::string_view job, std
   path = join(*dir, name);
   auto d = open_dir(*dir, true, true, error);
   if (!d) return std::nullopt;
-  return open_in(d->get(), name, O_WRONLY | O_CREAT | O_APPEND, 0600, *dir, error);
+  return open_in(d->get(), name, O_WRONLY | O_CREAT | O_APPEND, 0600, *dir, error,
+                 {"the log file", "give another --log"});
 }
 
 }  // namespace tfb::files

@@ -752,6 +752,13 @@ std::optional<reply> reply_reader::read(std::string_view raw, std::string& error
     auto k = parse_error_kind(kind);
     return error_reply{k.value_or(error_kind::badrequest), text.empty() ? std::string(rest) : text};
   }
+  if ((history_ || raw.starts_with("ROUND ")) && (raw.starts_with("ROUND ") || raw.starts_with("ARR "))) {
+    // A HISTORY page's lines are kept as they came: hist::round_parser checks
+    // them, and a bad one costs its round, not the whole reply.
+    if (!history_) history_ = history_page{};
+    history_->lines.emplace_back(raw);
+    return std::nullopt;
+  }
   auto l = parse_line(raw, error);
   if (!l) return std::nullopt;
   reader r(*l);
@@ -762,7 +769,7 @@ std::optional<reply> reply_reader::read(std::string_view raw, std::string& error
     // A HISTORY page: its lines are kept as they came, for hist::round_parser.
     if (!history_) history_ = history_page{};
     if (verb == "ROUND" || verb == "ARR") {
-      history_->lines.emplace_back(raw);
+      history_->lines.emplace_back(raw);  // "ROUND" or "ARR" alone: round_parser says why it is bad
     } else if (verb == "HEND") {
       if (l->get("next")) history_->next = r.u64("next");
       out = std::move(*history_);

@@ -170,13 +170,32 @@ std::string json(const analysis& a) {
   return j.dump(2, ' ', true, json::error_handler_t::replace) + "\n";
 }
 
+std::string csv_text(std::string_view s) {
+  std::string out;
+  // OWASP's rule against CSV injection: a text that a spreadsheet would take
+  // for a formula starts with a "'" instead.
+  if (!s.empty() && (s[0] == '=' || s[0] == '+' || s[0] == '-' || s[0] == '@' || s[0] == '\t' || s[0] == '\r'))
+    out += '\'';
+  out += s;
+  if (out.find_first_of(",\"\r\n") == std::string::npos) return out;
+  // RFC 4180: quoted, with '"' doubled.
+  std::string q = "\"";
+  for (char c : out) {
+    if (c == '"') q += '"';
+    q += c;
+  }
+  return q + '"';
+}
+
 std::string csv(const std::vector<hist::round_view>& rounds) {
+  // Numbers as they are (they cannot start a formula: only digits and, for
+  // the unix time, a '-'); every text field through csv_text.
   std::string out = "seq,scope,name,round,end,verdict,first_arrival_unix_ms,rank,node,late_ms\n";
   for (const auto& r : rounds)
     for (const auto& x : r.arrivals)
-      out += fmt::format("{},{},{},{},{},{},{},{},{},{}\n", r.seq, r.scope, r.name, r.gen, hist::to_string(r.end),
-                         r.v == proto::verdict::none ? "" : proto::to_string(r.v), r.at_ms,
-                         x.rank ? std::to_string(*x.rank) : "", x.node, x.offset_ms);
+      out += fmt::format("{},{},{},{},{},{},{},{},{},{}\n", r.seq, csv_text(r.scope), csv_text(r.name), r.gen,
+                         hist::to_string(r.end), r.v == proto::verdict::none ? "" : proto::to_string(r.v), r.at_ms,
+                         x.rank ? std::to_string(*x.rank) : "", csv_text(x.node), x.offset_ms);
   return out;
 }
 

@@ -47,8 +47,12 @@ std::string lateness(double ms);
 /// Tables: per round, then stragglers by rank and by node, with a headline.
 std::string text(const analysis& a, std::size_t top = 10);
 std::string json(const analysis& a);
-/// One row per arrival, with a header.
+/// One row per arrival, with a header (RFC 4180).
 std::string csv(const std::vector<hist::round_view>& rounds);
+/// One text field of a CSV row: "'" before a first byte that starts a
+/// spreadsheet formula (= + - @ TAB CR), then quoted ("" for ") when it holds
+/// , " CR or LF.
+std::string csv_text(std::string_view s);
 
 /// How ranks become columns: one per rank, else one per node, else equal groups.
 struct binning {

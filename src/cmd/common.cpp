@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
+#include <vector>
 
 #include "auth.h"
 #include "exit_codes.h"
@@ -75,9 +76,28 @@ std::string started_host_error() {
   return fmt::format("the host started here could not start ({}): {}", h.log, line);
 }
 
+/// The auth flags of the host this participant starts: the participant's
+/// own, or the host would greet it without the secret it holds (exit 77) and
+/// stay up, unauthenticated, for its idle time. --insecure only where the
+/// participant has no secret: with one, it refuses a host that has none.
+std::vector<std::string> host_auth_args(const settings& s, const std::optional<std::string>& secret_file) {
+  std::vector<std::string> args;
+  if (secret_file) {
+    std::string path = *secret_file;
+    if (!path.starts_with('/')) {  // the daemon should not depend on the participant's directory
+      char cwd[4096];
+      if (::getcwd(cwd, sizeof cwd)) path = fmt::format("{}/{}", cwd, path);
+    }
+    args = {"--secret-file", path};
+  } else if (s.insecure.value.value_or(false) && ::access(auth::default_secret_path().c_str(), F_OK) != 0) {
+    args = {"--insecure"};
+  }
+  return args;
+}
+
 /// Starts a detached host the way gpg starts its agent: fire and forget.
 /// Several participants may do this at once: one binds, the others fail quietly.
-void start_host(const settings& s, bool quiet) {
+void start_host(const settings& s, const std::optional<std::string>& secret_file, bool quiet) {
   std::string exe = self_exe();
   std::string listen = s.addr();
   std::string log = default_log_file();
@@ -85,6 +105,12 @@ void start_host(const settings& s, bool quiet) {
   started() = started_host{log, ::stat(log.c_str(), &before) == 0 ? before.st_size : 0};
   if (!quiet)
     tfb::print(stderr, "tfbarrier: no host answers at {}; starting one here (log: {})\n", listen, log);
+  // The command line is built before fork: the child only execs.
+  std::vector<std::string> args = {exe, "serve", "--listen", listen, "--idle-exit", "10m", "--self-started"};
+  for (auto& a : host_auth_args(s, secret_file)) args.push_back(std::move(a));
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
   pid_t child = fork();
   if (child < 0) return;
   if (child == 0) {
@@ -94,8 +120,7 @@ void start_host(const settings& s, bool quiet) {
     (void)detach(log, -1);  // without its log the host still runs
     // The store as this command had it (--store, or TFBARRIER_STORE, which the host reads too).
     if (s.store.value) ::setenv("TFBARRIER_STORE", s.store.value->c_str(), 1);
-    execl(exe.c_str(), exe.c_str(), "serve", "--listen", listen.c_str(), "--idle-exit", "10m", "--self-started",
-          static_cast<char*>(nullptr));
+    execv(exe.c_str(), argv.data());
     _exit(127);
   }
   int st = 0;
@@ -161,22 +186,17 @@ std::string log_job() {
   return j ? j : "";
 }
 
-/// Opens the log: the default one in its private directory (made 0700 and
-/// checked), any other never through a symlink. -1 and error on failure.
+}  // namespace
+
 int open_log(const std::string& log, std::string& error) {
   if (log == default_log_file()) {
     std::string path;
     auto f = files::open_host_log(log_node(), log_job(), path, error);
     return f ? f->release() : -1;
   }
-  int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0)
-    error = errno == ELOOP ? fmt::format("the log file {} is a symbolic link; tfbarrier does not follow one there", log)
-                           : fmt::format("cannot open the log file {}: {}", log, std::strerror(errno));
-  return fd;
+  auto f = files::open_path(log, O_WRONLY | O_CREAT | O_APPEND, 0600, error, {"the log file", "give another --log"});
+  return f ? f->release() : -1;
 }
-
-}  // namespace
 
 std::string default_log_file() {
   // In the user's private directory ($XDG_RUNTIME_DIR/tfbarrier or
@@ -235,7 +255,7 @@ connect_options connection(const settings& s, const common_options& c) {
   if (s.may_start_host) {
     settings copy = s;
     bool quiet = c.quiet;
-    o.on_first_failure = [copy, quiet] { start_host(copy, quiet); };
+    o.on_first_failure = [copy, secret_file = c.secret_file, quiet] { start_host(copy, secret_file, quiet); };
     o.why_no_host = started_host_error;
   }
   return o;

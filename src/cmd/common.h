@@ -18,8 +18,14 @@ std::string random_id();
 /// Resolves the settings from the flags and the process's environment; prints why not.
 std::optional<settings> resolve(const common_options& c, std::optional<std::uint32_t> n,
                                 std::optional<std::uint32_t> rank, bool counts = true);
-/// $TMPDIR/tfbarrier-serve-UID.log: where a detached host logs by default.
+/// PRIVATE_DIR/serve-NODE[-JOB].log (files::private_dir_path): where a
+/// detached or self-started host logs by default.
 std::string default_log_file();
+/// Opens the log to append to: the default one in its private directory
+/// (made 0700 and checked), any other through files::open_path (never a
+/// symlink, nor a file of another user or one others can write; made 0600).
+/// The descriptor, or -1 and error.
+int open_log(const std::string& log, std::string& error);
 /// PRIVATE_DIR/serve-NODE[-JOB].history: the host's history file by default
 /// (node and job named as the log's); "" when there is no private directory.
 std::string default_history_file();

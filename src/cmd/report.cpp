@@ -14,6 +14,7 @@
 #include "cmd/common.h"
 #include "exit_codes.h"
 #include "history_file.h"
+#include "private_files.h"
 #include "report.h"
 #include "text.h"
 #ifndef TFB_NO_CLI
@@ -51,25 +52,17 @@ bool utf8_locale() {
   return false;
 }
 
+/// report --svg's picture: made 0644 less the umask (a picture is for
+/// sharing; the umask says how far), through files::open_path: never through
+/// a symlink, and never into a file of another user or one others can write.
 bool write_file(const std::string& path, const std::string& text, std::string& error) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    error = errno == ELOOP ? fmt::format("{} is a symbolic link; tfbarrier does not write through one", path)
-                           : fmt::format("cannot write {}: {}", path, std::strerror(errno));
+  auto f = files::open_path(path, O_WRONLY | O_CREAT | O_TRUNC, 0644, error,
+                            {"the --svg file", "give another --svg FILE", true});
+  if (!f) return false;
+  if (!files::write_all(f->get(), text)) {
+    error = fmt::format("cannot write {}: {}", path, std::strerror(errno));
     return false;
   }
-  std::size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      error = fmt::format("cannot write {}: {}", path, std::strerror(errno));
-      ::close(fd);
-      return false;
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  ::close(fd);
   return true;
 }
 
@@ -87,13 +80,13 @@ int from_host(const report_options& o, const settings& s, std::vector<hist::roun
     if (out.exit_code != exit_code::unreachable) finish(out, o.common.quiet);
     return out.exit_code;
   }
+  // A bad line costs its round, not the report.
   hist::round_parser p;
   for (const auto& line : out.history) {
     std::string why;
-    if (!p.feed(line, why)) {
-      print_error(fmt::format("the host at {} sent a bad history line: {}", s.addr(), why));
-      return exit_code::protocol;
-    }
+    if (!p.feed(line, why))
+      tfb::print(stderr, "tfbarrier: warning: the host at {} sent a bad history line: {}; skipped that round\n",
+                 s.addr(), why);
   }
   rounds = p.take();
   return exit_code::ok;
@@ -103,10 +96,12 @@ int from_file(const report_options& o, const std::string& scope, const std::stri
               std::vector<hist::round_view>& rounds) {
   std::string error;
   std::vector<hist::round_view> all;
-  if (!hist::read_file(path, all, error)) {
+  std::vector<std::string> skipped;
+  if (!hist::read_file(path, all, skipped, error)) {
     print_error(error + "; give a history file written by tfbarrier serve (--history-file)");
     return exit_code::usage;
   }
+  for (const auto& w : skipped) tfb::print(stderr, "tfbarrier: warning: {}; skipped that round\n", w);
   for (auto& r : all) {
     if (!o.all_scopes && r.scope != scope) continue;
     if (!o.name.empty() && !hist::glob_match(o.name, r.name)) continue;

@@ -36,17 +36,29 @@ void daemon_note(const std::string& text) {
 
 /// Whether the host would listen on this machine's loopback only: the address
 /// resolved as run_host resolves it (its first result), then address.h's test.
-bool listens_on_loopback(const address& at) {
+/// A name that does not resolve is not loopback (fail closed: by the time the
+/// host binds it may resolve to anything); `unresolved` then says why.
+bool listens_on_loopback(const address& at, std::string& unresolved) {
   if (at.host.empty()) return false;  // all interfaces
   addrinfo hints{};
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
-  if (::getaddrinfo(at.host.c_str(), std::to_string(at.port).c_str(), &hints, &found) != 0 || !found)
-    return true;  // run_host reports the address it cannot resolve; no secret is needed for that
+  if (int rc = ::getaddrinfo(at.host.c_str(), std::to_string(at.port).c_str(), &hints, &found); rc != 0 || !found) {
+    unresolved = rc != 0 ? ::gai_strerror(rc) : "no address";
+    return false;
+  }
   bool loopback = is_loopback(found->ai_addr);
   ::freeaddrinfo(found);
   return loopback;
+}
+
+/// Why OPTION ADDR cannot be used: its name does not resolve here.
+std::string cannot_resolve(std::string_view option, const std::string& addr, const address& at,
+                           const std::string& why) {
+  return fmt::format("{} {}: the name {} does not resolve here ({}); give a name or address of this machine, "
+                     "127.0.0.1:PORT for this machine only or :PORT for all its interfaces",
+                     option, addr, quote_text(at.host), why);
 }
 
 /// --listen (or TFBARRIER_LISTEN), else the address a participant would use.
@@ -110,9 +122,17 @@ int authentication(const serve_options& o, host_options& h) {
     }
     return exit_code::ok;
   }
-  if (o.insecure) return exit_code::ok;
+  if (o.insecure) {
+    h.insecure = true;
+    return exit_code::ok;
+  }
   auto listen_at = parse_address(h.listen, address_use::listen, why);
-  bool loopback = !listen_at || listens_on_loopback(*listen_at);  // a bad address: run_host reports it
+  std::string unresolved;
+  bool loopback = listen_at && listens_on_loopback(*listen_at, unresolved);
+  if (!unresolved.empty()) {  // not loopback; and no host starts that could not listen
+    print_error(cannot_resolve("cannot listen on", h.listen, *listen_at, unresolved));
+    return exit_code::unreachable;
+  }
   std::string path = auth::default_secret_path();
   bool exists = ::access(path.c_str(), F_OK) == 0;
   std::string why_no_munge;
@@ -135,9 +155,12 @@ int authentication(const serve_options& o, host_options& h) {
 int serve_here(const serve_options& o, host_options& h) {
   std::FILE* logf = nullptr;
   if (o.log_file) {
-    logf = std::fopen(o.log_file->c_str(), "a");
-    if (!logf) {
-      print_error(fmt::format("cannot open the log file {}: {}", *o.log_file, std::strerror(errno)));
+    std::string error;
+    int fd = open_log(*o.log_file, error);
+    if (fd < 0 || !(logf = ::fdopen(fd, "a"))) {
+      if (fd >= 0) ::close(fd);
+      print_error(error.empty() ? fmt::format("cannot open the log file {}: {}", *o.log_file, std::strerror(errno))
+                                : error);
       return exit_code::usage;
     }
     h.log = logf;
@@ -258,7 +281,12 @@ int metrics_settings(const serve_options& o, host_options& h) {
     }
     return exit_code::ok;
   }
-  if (!listens_on_loopback(*at)) {
+  std::string unresolved;
+  if (!listens_on_loopback(*at, unresolved)) {
+    if (!unresolved.empty()) {
+      print_error(cannot_resolve("--metrics", *o.metrics, *at, unresolved));
+      return exit_code::unreachable;
+    }
     print_error(fmt::format("--metrics {} listens beyond loopback, where anyone could read the metrics: give "
                             "--metrics-token-file FILE (make one with `tfbarrier secret --file FILE`; Prometheus "
                             "sends it with authorization: credentials_file), or listen on 127.0.0.1",
@@ -441,7 +469,9 @@ command_parser define_serve(CLI::App& app) {
                 "(default: the resolved host address, else 127.0.0.1 and your own port, 30000 + uid % 2768)")
       ->envname("TFBARRIER_LISTEN");
   s->add_flag("--daemon", serve.daemon, "Detach and print shell assignments of TFBARRIER_ADDR and TFBARRIER_PID");
-  s->add_option("--log", serve.log_file, "Append the log to FILE (default: stderr; with --daemon $TMPDIR/tfbarrier-serve-UID.log)");
+  s->add_option("--log", serve.log_file,
+                "Append the log to FILE, made mode 0600; a symlink or another user's file is refused (default: "
+                "stderr; with --daemon ~/.tfbarrier/serve-NODE[-JOB].log, see FILES in the man page)");
   s->add_option("--idle-exit", v->idle_exit, "Exit after no barrier has been active for DUR")->check(duration_validator());
   s->add_option("--forget-after", v->forget_after, "Forget idle barriers and aborts after DUR (default 1h, at least 1s)")
       ->check(duration_validator(std::chrono::seconds(1)));
@@ -468,8 +498,9 @@ command_parser define_serve(CLI::App& app) {
                 "when listening beyond loopback)")
       ->envname("TFBARRIER_SECRET_FILE");
   s->add_flag("--no-munge", serve.no_munge, "Beyond loopback (and for --store's key), use the secret file even where munged runs");
-  s->add_flag("--insecure", serve.insecure, "Listen beyond loopback without authentication (anyone who can connect "
-                                            "can arrive, decide and abort); with --store, write inputs without a MAC");
+  s->add_flag("--insecure", serve.insecure, "No authentication, beyond loopback too: anyone who can connect, any "
+                                            "local user included, can arrive, decide and abort (without it, a host with "
+                                            "no secret serves its own uid only); with --store, write inputs without a MAC");
   define_serve_metrics(s, serve);
   define_serve_store(s, serve, v->store_lease);
   set_footer(s, "Examples:\n"

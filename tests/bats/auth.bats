@@ -164,6 +164,24 @@ PY
   run -0 timeout 10 "$TFB" wait --name still --n 1
 }
 
+@test "serve on a name that does not resolve: not taken for loopback, told before any host starts, and what to do" {
+  # Taken for loopback, it needed no secret; had the name resolved by the time
+  # the host bound, that host would have served beyond loopback unauthenticated.
+  local said="cannot listen on no-such-host.invalid:0: the name \"no-such-host.invalid\" does not resolve here"
+  run -69 --separate-stderr timeout 30 "$TFB" serve --listen no-such-host.invalid:0 --no-munge
+  [[ $stderr == *"$said"* ]] || { echo "$stderr"; false; }
+  [[ $stderr == *"127.0.0.1:PORT for this machine only"* ]]
+  # --daemon: said on the caller's stderr, before it forks a host.
+  run -69 --separate-stderr timeout 30 "$TFB" serve --daemon --listen no-such-host.invalid:0 --no-munge
+  [[ $stderr == *"$said"* ]] || { echo "$stderr"; false; }
+  [[ $stderr != *"host pid"* ]]
+  [ ! -e "$HOME/.tfbarrier/secret" ]
+  # --metrics: the same, not "loopback, no token needed".
+  run -69 --separate-stderr timeout 30 "$TFB" serve --listen 127.0.0.1:0 --metrics no-such-host.invalid:0
+  [[ $stderr == *"--metrics no-such-host.invalid:0: the name \"no-such-host.invalid\" does not resolve here"* ]] ||
+    { echo "$stderr"; false; }
+}
+
 @test "serve --daemon beyond loopback says on the caller's stderr that it created the secret" {
   run -0 timeout 10 "$TFB" serve --daemon --listen 0.0.0.0:0 --idle-exit 500ms --no-munge \
     --log "$BATS_TEST_TMPDIR/daemon.log"
@@ -258,7 +276,8 @@ PY
   took=$(($(now_ms) - t0))
   echo "the MUNGE client gave up after $took ms" >&3
   assert_output --partial "stayed busy for 7s (ERR BUSY: munged did not answer the host within 5 s"
-  [ "$took" -ge 6500 ] && [ "$took" -lt 12000 ]
+  [ "$took" -ge 6500 ]
+  [ "$took" -lt 12000 ]
   grep -q "warning: munged did not answer within 5 s" "$MLOG"
   # 300 more: 4 calls in flight and 256 waiting; the other 40 are told at once.
   run -0 timeout 30 /usr/bin/python3 - "$MADDR" 300 <<'PY'
@@ -274,10 +293,15 @@ print(f"full: {full}, timed out: {late}, answered: {full + late}")
 PY
   echo "$output" >&3
   assert_output --partial "answered: 300"
-  # The first client's two attempts (the first, and its retry after BUSY)
-  # each still hold one of the 4 threads (munged never answered them): 2 in
-  # flight, 256 waiting, 42 told at once.
-  assert_output --partial "full: 42,"
+  # The bound, not a count: 256 wait for a thread, and at most 4 more are in
+  # flight (fewer: the first client's attempts still hold some of the 4, and
+  # how many, and how fast the queue fills, is timing's), so 40 to 44 are told
+  # at once.
+  local full
+  full=$(sed -n 's/^full: \([0-9]*\),.*/\1/p' <<<"$output")
+  [ -n "$full" ]
+  [ "$full" -ge 40 ]
+  [ "$full" -le 44 ]
   kill -CONT "$munged"
   run -0 timeout 30 env TFBARRIER_ADDR="$MADDR" "$TFB" wait --name r --n 2 --rank 1
   wait "$a"

@@ -71,7 +71,8 @@ fill_host() {
   [[ $stderr == *"is busy (the host has too many connections"* ]]
   [[ $stderr == *"stayed busy for 3s (ERR BUSY: the host has too many connections"*"--max-connections"* ]]
   # It kept trying until its budget was spent, not a moment less.
-  [ "$took" -ge 2900 ] && [ "$took" -lt 10000 ]
+  [ "$took" -ge 2900 ]
+  [ "$took" -lt 10000 ]
   [ "$(grep -c "refusing a connection from 127.0.0.1" "$HOST_LOG")" -ge 2 ]
 }
 

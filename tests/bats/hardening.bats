@@ -34,7 +34,8 @@ stop_self_started_on_port() {
   ln -s "$PWD/victim" d/secret
   run -0 "$TFB" secret --file d/secret --force
   [ "$(cat victim)" = precious ]
-  [ -f d/secret ] && [ ! -L d/secret ]
+  [ -f d/secret ]
+  [ ! -L d/secret ]
   run stat -c %a d/secret
   assert_output 600
 }
@@ -59,7 +60,8 @@ stop_self_started_on_port() {
   local home
   home=$(getent passwd tfbtest | cut -d: -f6)
   [ "$home" != /tmp ]
-  run env -u HOME -u TFBARRIER_SECRET_FILE runuser -u tfbtest -- "$TFB" secret
+  other_uid_tfb tfbtest  # a copy: tfbtest may not enter the checkout (a 0700 `mktemp -d` clone)
+  run env -u HOME -u TFBARRIER_SECRET_FILE runuser -u tfbtest -- "$OTHER_TFB" secret
   refute_output --partial "/tmp/.tfbarrier"
   assert_output --partial "cannot create the directory $home"
 }
@@ -118,7 +120,8 @@ stop_self_started_on_port() {
   stop_self_started_on_port "$port"
   rm "$log"
   run -0 timeout 30 env TFBARRIER_PORT="$port" "$TFB" wait --name s --n 1 --connect-timeout 10s
-  [ -f "$log" ] && [ ! -L "$log" ]
+  [ -f "$log" ]
+  [ ! -L "$log" ]
   run stat -c %a "$HOME/.tfbarrier" "$log"
   assert_output $'700\n600'
   grep -q "listening on 127.0.0.1:$port" "$log"

@@ -420,6 +420,28 @@ other_uid_tfb() {
   assert_output checked
 }
 
+# stranger_sends PORT LINE...: the user tfbtest sends the lines to 127.0.0.1:PORT at
+# once and prints what came back until the host closed (or 5 s passed).
+stranger_sends() {
+  local port=$1
+  shift
+  runuser -u tfbtest -- /usr/bin/python3 -c '
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+s.sendall("".join(l + "\n" for l in sys.argv[2:]).encode())
+data = b""
+try:
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        data += b
+except OSError as e:
+    data += ("<%s>" % e).encode()
+sys.stdout.write(data.decode(errors="replace"))
+' "$port" "$@"
+}
+
 # teardown_other_uid: removes other_uid_tfb's copy.
 teardown_other_uid() {
   [ -z "${OTHER_DIR:-}" ] || rm -rf "$OTHER_DIR"

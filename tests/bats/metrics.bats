@@ -96,6 +96,48 @@ PY
   assert_line 'tfbarrier_rounds_released_total{verdict="continue"} 3'
 }
 
+@test "40 idle connections do not keep a scraper out, and an idle connection is closed within seconds" {
+  start_host --metrics 127.0.0.1:0
+  M=$(metrics_addr)
+  # 40 connections that send nothing, more than the endpoint holds at once;
+  # each notes when the host closed it (or "open" after 6 s).
+  python3 - "${M%:*}" "${M##*:}" >idle.out <<'PY' &
+import select, socket, sys, time
+host, port = sys.argv[1], int(sys.argv[2])
+held = {}
+for i in range(40):
+    s = socket.create_connection((host, port)); held[s] = time.monotonic()
+open("idle.ready", "w").close()
+end = time.monotonic() + 6
+while held and time.monotonic() < end:
+    ready, _, _ = select.select(list(held), [], [], 0.1)
+    for s in ready:
+        try:
+            gone = s.recv(4096) == b""
+        except OSError:
+            gone = True
+        if gone:
+            print("closed after %.1f s" % (time.monotonic() - held.pop(s)), flush=True)
+            s.close()
+for s in held:
+    print("open", flush=True)
+PY
+  BG_PIDS+=($!)
+  for _ in $(seq 100); do [ -e idle.ready ] && break; sleep 0.05; done
+  [ -e idle.ready ]
+  # A scraper is answered at once, each time, while they are held.
+  for _ in 1 2 3 4 5; do
+    run curl -s -o /dev/null -w '%{http_code}' -m 1 "http://$M/metrics"
+    assert_output 200
+    sleep 0.1
+  done
+  wait "${BG_PIDS[-1]}"
+  # The host closed every one of them: the request deadline is 2 s.
+  run -0 grep -c "^closed after" idle.out
+  assert_output 40
+  run -1 grep -v "^closed after [0-4]\." idle.out
+}
+
 @test "beyond loopback the endpoint needs a token file: refused without, 401 without the header, 200 with it" {
   [ "$(id -u)" -eq 0 ] || skip "needs root: a private network namespace (unshare -n)"
   command -v unshare || skip "unshare is not installed"

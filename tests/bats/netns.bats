@@ -140,7 +140,7 @@ names_missing_rank2() {
     --addr "10.231.0.1:$PORT"
   [[ $stderr == *"the host at 10.231.0.1:$PORT does not authenticate (auth=none)"*"--insecure"* ]]
   # The host never saw the barrier's name: only HELLO went out.
-  ! grep -q secretname "$HOST_LOG"
+  ! grep -q secretname "$HOST_LOG" || false
   NODE_ENV=(TFBARRIER_INSECURE=1)
   in_node node2
   run -0 --separate-stderr timeout 20 "${IN_NODE[@]}" "$TFB" status --addr "10.231.0.1:$PORT" --json

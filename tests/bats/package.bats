@@ -167,7 +167,7 @@ need_deb() {
   for dep in asio cli11 fmt nlohmann-json cmake; do
     grep -qE "depends_on\(\"$dep(@[^\"]*)?\"" "$recipe" || { echo "no depends_on($dep)" >&2; return 1; }
   done
-  ! grep -q 'depends_on("openssl' "$recipe"
+  ! grep -q 'depends_on("openssl' "$recipe" || false
   grep -q "version(\"$("$TFB" --version | awk '{print $2}')\")" "$recipe"
 }
 

@@ -63,10 +63,14 @@ rounds() {
   fi
 }
 
-@test "report --file with a bad file names the file and line, exit 2" {
+@test "report --file names the file and line of a bad line (a warning), and a file that is no history is exit 2" {
   printf 'TFBHISTORY v=1\nARR a=1@x+3\n' >"$BATS_TEST_TMPDIR/bad.history"
+  run -0 --separate-stderr timeout 20 "$TFB" report --file "$BATS_TEST_TMPDIR/bad.history"
+  [[ $stderr == *"warning: $BATS_TEST_TMPDIR/bad.history:2: an ARR line outside a round; skipped that round"* ]]
+  assert_output 'no finished rounds recorded'
+  printf 'TFBHISTORY v=7\n' >"$BATS_TEST_TMPDIR/bad.history"
   run -2 timeout 20 "$TFB" report --file "$BATS_TEST_TMPDIR/bad.history"
-  assert_output --partial "bad.history:2: an ARR line outside a round"
+  assert_output --partial "bad.history:1: history format 'v=7' is not the one this tfbarrier reads"
   run -2 timeout 20 "$TFB" report --file "$BATS_TEST_TMPDIR/none.history"
   assert_output --partial "cannot open the history file"
 }
@@ -99,4 +103,150 @@ heatmap_in_tmux() {  # heatmap_in_tmux LANG
   heatmap_in_tmux C
   [[ $SCREEN == *"#"* ]]
   ! LC_ALL=C grep -q '[^ -~]' <<<"$SCREEN" || { echo "non-ASCII under LANG=C: $SCREEN" >&2; false; }
+}
+
+# ---- issue #30: long node names, a bad line, .bad files, CSV quoting ----
+
+# waits_from NODE N NAME: N ranks of barrier NAME, every one on a machine named
+# NODE (a UTS namespace of their own: a participant's HELLO host= is its host
+# name).
+waits_from() {
+  [ "$(id -u)" -eq 0 ] || skip "needs root: a host name of its own (unshare --uts)"
+  command -v unshare >/dev/null || skip "unshare is not installed"
+  # shellcheck disable=SC2016  # expanded by the inner bash
+  unshare --uts bash -c '
+    hostname "$1" || exit 1
+    pids=()
+    for r in $(seq 0 $(($2 - 1))); do
+      timeout 30 "$TFB" wait --name "$3" --n "$2" --rank "$r" 3>&- &
+      pids+=($!)
+    done
+    rc=0
+    for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    exit $rc' _ "$1" "$2" "$3"
+}
+
+# raw_arrive NODE SCOPE NAME: one participant that says HELLO host=NODE itself
+# and arrives alone (n=1) at SCOPE/NAME.
+raw_arrive() {
+  python3 - "${TFBARRIER_ADDR%:*}" "${TFBARRIER_ADDR##*:}" "$@" <<'PY'
+import os, socket, sys
+host, port, node, scope, name = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
+s = socket.create_connection((host, port), timeout=10); f = s.makefile("rwb")
+hello = f"HELLO v=2 host={node} pid={os.getpid()}\n"
+f.write(f"{hello}ARRIVE scope={scope} name={name} id=raw{os.getpid()} n=1 rank=0\n".encode()); f.flush()
+hello, reply = f.readline(), f.readline()
+assert hello.startswith(b"HELLO ") and reply and not reply.startswith(b"ERR"), (hello, reply)
+PY
+}
+
+# csv_rows FILE: checks that every row of the CSV in FILE has the header's 10
+# fields (python's csv module) and prints the node field of each data row.
+csv_rows() {
+  python3 - "$1" <<'PY'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1], newline="")))
+assert rows[0][8] == "node", rows[0]
+for r in rows:
+    assert len(r) == 10, r
+for r in rows[1:]:
+    print(r[8])
+PY
+}
+
+@test "70 ranks on gpu-node-a07x: report reads them from the host and the file, and a restarted host keeps the file" {
+  start_host --history-file "$HOME/job.history"
+  waits_from gpu-node-a07x 70 big
+  run -0 --separate-stderr timeout 20 "$TFB" report --csv
+  [ "${#lines[@]}" -eq 71 ]
+  assert_line --index 1 --regexp '^1,.*,big,1,release,.*,gpu-node-a07x,[0-9]+$'
+  run -0 --separate-stderr timeout 20 "$TFB" report --file "$HOME/job.history" --csv
+  [ "${#lines[@]}" -eq 71 ]
+  [ -z "$stderr" ]
+  kill "$HOST_PID"
+  wait "$HOST_PID" || true
+  start_host --history-file "$HOME/job.history"
+  [ ! -e "$HOME/job.history.bad" ]
+  run -0 --separate-stderr timeout 20 "$TFB" report --csv
+  [ "${#lines[@]}" -eq 71 ]
+}
+
+@test "a HELLO host= of 1,024 bytes leaves a history that report reads" {
+  start_host --history-file "$HOME/job.history"
+  long=$(printf 'x%.0s' $(seq 1024))
+  raw_arrive "$long" s1 solo
+  raw_arrive "$long" s1 solo
+  run -0 --separate-stderr timeout 20 "$TFB" report --all-scopes --csv
+  [ "${#lines[@]}" -eq 3 ]
+  # Cut to 255 bytes: 246 of the name, '~' and a hash.
+  assert_line --index 1 --regexp "^1,s1,solo,1,release,continue,[0-9]+,0,x{246}~[0-9a-f]{8},[0-9]+\$"
+  run -0 --separate-stderr timeout 20 "$TFB" report --all-scopes --file "$HOME/job.history" --csv
+  [ "${#lines[@]}" -eq 3 ]
+  kill "$HOST_PID"
+  wait "$HOST_PID" || true
+  start_host --history-file "$HOME/job.history"
+  [ ! -e "$HOME/job.history.bad" ]
+}
+
+# Three rounds of two; the second's ROUND line is cut in the middle.
+corrupt_history() {
+  printf '%s\n' 'TFBHISTORY v=1' \
+    'ROUND seq=1 scope=s name=e1 gen=1 n=2 end=release verdict=- at=5 ms=9 withdrawn=0 timeouts=0 count=2' \
+    'ARR a=0@n1+0,1@n2+9' \
+    'ROUND seq=2 scope=s name=e2 gen=1 n=2 end=rel' \
+    'ARR a=0@n1+0,1@n2+7' \
+    'ROUND seq=3 scope=s name=e3 gen=1 n=2 end=release verdict=- at=5 ms=9 withdrawn=0 timeouts=0 count=2' \
+    'ARR a=0@n1+4,1@n2+0' >"$1"
+}
+
+@test "a history file with one bad line: report shows the other rounds and warns" {
+  corrupt_history "$BATS_TEST_TMPDIR/job.history"
+  run -0 --separate-stderr timeout 20 "$TFB" report --all-scopes --file "$BATS_TEST_TMPDIR/job.history" --csv
+  [ "${#lines[@]}" -eq 5 ]
+  assert_line --index 1 --regexp '^1,s,e1,'
+  assert_line --index 4 --regexp '^3,s,e3,'
+  [[ $stderr == *"warning: $BATS_TEST_TMPDIR/job.history:4: "*"skipped that round"* ]] || { echo "$stderr"; false; }
+}
+
+@test "a restarted host keeps the good rounds of a file with a bad line, and sets the file aside as it was" {
+  corrupt_history "$HOME/job.history"
+  cp "$HOME/job.history" "$HOME/first"
+  start_host --history-file "$HOME/job.history"
+  wait_for_log 'job.history:4: .*; skipped those rounds, kept 2 rounds, and moved the file as it was to .*/job.history.bad$'
+  run -0 --separate-stderr timeout 20 "$TFB" report --all-scopes --csv
+  [ "${#lines[@]}" -eq 5 ]
+  cmp "$HOME/first" "$HOME/job.history.bad"
+}
+
+# restart_on FILE TEXT: a host started on a history file that holds TEXT, then stopped.
+restart_on() {
+  echo "$2" >"$1"
+  start_host --history-file "$1"
+  kill "$HOST_PID"
+  wait "$HOST_PID" || true
+}
+
+@test "two successive bad history files give two .bad files, and a symlink planted at the next name is not followed" {
+  cd "$HOME"
+  restart_on "$HOME/job.history" one
+  restart_on "$HOME/job.history" two
+  [ "$(cat job.history.bad)" = one ]
+  [ "$(cat job.history.bad.1)" = two ]
+  ln -s "$BATS_TEST_TMPDIR/target" job.history.bad.2
+  restart_on "$HOME/job.history" three
+  [ -L job.history.bad.2 ] && [ ! -e "$BATS_TEST_TMPDIR/target" ]
+  [ "$(cat job.history.bad.3)" = three ]
+  grep -q 'moved it to .*/job.history.bad.3 and started a new history' "$HOST_LOG"
+}
+
+@test "report --csv quotes a node name with '\"' and disarms formula starts" {
+  start_host --history-file "$HOME/job.history"
+  raw_arrive '@SUM(1+1)"x,y' -s e
+  raw_arrive 'n1' -s e
+  timeout 20 "$TFB" report --all-scopes --csv >"$BATS_TEST_TMPDIR/a.csv"
+  run -0 csv_rows "$BATS_TEST_TMPDIR/a.csv"
+  # ',' is '_' in the history (it separates arrivals); '"' stays, doubled in the file.
+  assert_equal "${lines[0]}" "'@SUM(1+1)\"x_y"
+  assert_equal "${lines[1]}" 'n1'
+  grep -q "^1,'-s,e,1,release,continue,[0-9]*,0,\"'@SUM(1+1)\"\"x_y\",[0-9]*\$" "$BATS_TEST_TMPDIR/a.csv"
 }

@@ -135,3 +135,55 @@ participant() {
   [[ $stderr == *"cannot reach the host at 127.0.0.1:$PORT within 3s"* ]] || { echo "$stderr"; false; }
   ! grep -q "it gives up" "$HOST_LOG"
 }
+
+@test "wait --secret-file F starts its host with F: the round releases, and the host refuses a client without F" {
+  # F in a private directory, and no ~/.tfbarrier/secret: only the flag names
+  # it. One participant gives it relative to its directory, the other absolute.
+  mkdir -m 0700 keys
+  "$TFB" secret --file "$BATS_TEST_TMPDIR/keys/s" >/dev/null
+  [ ! -e "$HOME/.tfbarrier/secret" ]
+  participant sf p0 --n 2 --rank 0 --secret-file keys/s
+  participant sf p1 --n 2 --rank 1 --secret-file "$BATS_TEST_TMPDIR/keys/s"
+  expect_exits 0 p0 p1
+  run -0 grep -c "listening on 127.0.0.1:$PORT (.*authentication: shared secret" "$HOST_LOG"
+  assert_output 1
+  pid=$(self_started_pids "$HOST_LOG" "$OURS")
+  run -0 tr '\0' ' ' <"/proc/$pid/cmdline"
+  assert_output --partial "--self-started --secret-file $BATS_TEST_TMPDIR/keys/s"
+  # Without F, nobody gets in.
+  run -77 --separate-stderr "${PLAIN[@]}" TFBARRIER_PORT="$PORT" "$TFB" status --connect-timeout 5s
+  run -0 --separate-stderr "${PLAIN[@]}" TFBARRIER_PORT="$PORT" "$TFB" status --connect-timeout 5s \
+    --secret-file keys/s
+}
+
+@test "a host started here that cannot use its secret file exits at once (77) and does not linger" {
+  # What a self-started host does when its auth setting fails: it gives up and
+  # exits, leaving no unauthenticated host behind.
+  run -77 --separate-stderr timeout 20 "${PLAIN[@]}" "$TFB" serve --listen "127.0.0.1:$PORT" --idle-exit 10m \
+    --self-started --secret-file "$BATS_TEST_TMPDIR/none"
+  [[ $stderr == *"this host cannot start; it gives up (exit 77)"* ]] || { echo "$stderr"; false; }
+  run -0 ss -Htln "sport = :$PORT"
+  assert_output ""
+}
+
+@test "wait --insecure starts its host with --insecure, unless the participant has a secret" {
+  # No secret: the participant takes a host without authentication, and its
+  # host needs none (with --store it would otherwise refuse to start for want
+  # of a key, or make a secret beyond loopback).
+  participant in p0 --n 1 --insecure
+  expect_exits 0 p0
+  pid=$(self_started_pids "$HOST_LOG" "$OURS")
+  run -0 tr '\0' ' ' <"/proc/$pid/cmdline"
+  assert_output --partial "--self-started --insecure"
+  stop_self_started "$HOST_LOG" "$OURS"
+  # With ~/.tfbarrier/secret the participant refuses a host without it: the
+  # host uses it, and --insecure is not passed on.
+  "$TFB" secret >/dev/null
+  : >"$HOST_LOG"
+  spawn p1 "${PLAIN[@]}" TFBARRIER_PORT="$PORT" TFBARRIER_INSECURE=1 "$TFB" wait --name in --n 1 --timeout 30s
+  expect_exits 0 p1
+  pid=$(self_started_pids "$HOST_LOG" "$OURS")
+  run -0 tr '\0' ' ' <"/proc/$pid/cmdline"
+  refute_output --partial "--insecure"
+  grep -q "authentication: shared secret" "$HOST_LOG"
+}

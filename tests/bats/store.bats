@@ -295,7 +295,7 @@ rounds() {
   store_host 1 --store-snapshot-every 2
   rounds 4 g1 0 1
   wait_for_match "$HOST_LOG" "warning: store: cannot write the snapshot at revision [0-9]+: .*exists already with another value" 10
-  ! grep -q "store: wrote a snapshot" "$HOST_LOG"
+  ! grep -q "store: wrote a snapshot" "$HOST_LOG" || false
   inputs=$(ctl get --prefix --keys-only "/$prefix/in/" | grep -c . || true)
   [ "$inputs" -ge 8 ]
   store_host 2
@@ -528,6 +528,36 @@ rounds() {
   store_host 0
   on 0 w1 --name m1 --n 2 --rank 1
   expect_exits 0 w0 w1
+}
+
+@test "without a secret, a store's per-node host and the door that status --store starts serve their own uid only" {
+  id tfbtest >/dev/null 2>&1 || skip "no user tfbtest: run scripts/deps test"
+  start_munged
+  rm "$HOME/.tfbarrier/secret"
+  store_host 0
+  wait_for_match "$HOST_LOG" "store: .* inputs MACed with the job's key from MUNGE" 10
+  on 0 w1 --name o1 --n 2 --rank 1
+  arrived_on 0 o1 1
+  local forged="DECIDE scope=default id=e verdict=stop name=o1 n=2 rank=0 wait=0 :forged"
+  # Another user on the node, at the per-node host: before issue #30 its DECIDE was MACed with the job's key.
+  run -0 stranger_sends "${STORE_PORT[0]}" "HELLO v=2 host=evil pid=1" "$forged"
+  assert_output --partial "ERR AUTH"
+  # The door a login node's status starts.
+  local login
+  login=$(free_port)
+  run -0 env -u TFBARRIER_ADDR TFBARRIER_PORT="$login" "$TFB" status -q --store "$STORE" --name o1 --json
+  assert_json barriers.0.arrived 1
+  run -0 stranger_sends "$login" "HELLO v=2 host=evil pid=1" "$forged"
+  assert_output --partial "ERR AUTH"
+  run -0 stranger_sends "$login" "HELLO v=2 host=evil pid=1" "STATUS detail=1"
+  assert_output --partial "ERR AUTH"
+  refute_output --partial o1
+  alive "$(pid_of w1)"
+  run -0 env -u TFBARRIER_ADDR TFBARRIER_PORT="$login" timeout 20 "$TFB" decide stop --store "$STORE" --name o1 --n 2 \
+    --rank 0 -m mine
+  expect_exits 1 w1
+  grep -qx mine "$(out w1)"
+  stop_self_started "$(ls "$HOME"/.tfbarrier/serve-*.log)" "127.0.0.1:$login"
 }
 
 @test "a store key sealed by another user is refused: 77, and who made it" {

@@ -195,6 +195,20 @@ host_untouched() {
   refute_output --regexp 'TEXT:|UINT|in \['
 }
 
+@test "serve --help shows --store, --metrics and --log whole and current (issue 30 item 10)" {
+  run -0 "$TFB" serve --help
+  # A label with a colon was cut at its last one: "PORT...][/PREFIX]", "PORT".
+  assert_line --regexp '^  --store etcd://HOST:PORT\[,HOST:PORT\.\.\.\]\[/PREFIX\] \(env TFBARRIER_STORE\)$'
+  assert_line --regexp '^  --metrics HOST:PORT \(env TFBARRIER_METRICS\)$'
+  refute_output --regexp -- '--(store|metrics) PORT'
+  # --log's default is the private directory's file, not $TMPDIR.
+  refute_output --partial 'TMPDIR'
+  run -0 "$TFB" report --help
+  assert_line --regexp '^  --last K +Only the last K rounds$'
+  run -0 bash -c '"$1" serve --help | tr -s " \n" " "' _ "$TFB"
+  assert_output --partial "--log FILE Append the log to FILE, made mode 0600; a symlink or another user's file is refused (default: stderr; with --daemon ~/.tfbarrier/serve-NODE[-JOB].log"
+}
+
 @test "no command, or an option without its value, is a usage error in plain words" {
   usage_error
   [[ $stderr == "tfbarrier: error: a command is required; the commands are serve, wait, decide, abort, status, report, config, secret"* ]]

@@ -1,6 +1,10 @@
 // The arrival history (history.h) and the report made of it (report.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fmt/format.h>
+#include <random>
+
 #include "barrier.h"
 #include "history.h"
 #include "history_file.h"
@@ -87,30 +91,225 @@ TEST(History, LinesRoundTripAndPage) {
 
 TEST(History, FileErrorsNameTheLine) {
   std::vector<hist::round_view> out;
+  std::vector<std::string> warnings;
   std::string error;
-  EXPECT_FALSE(hist::parse_file("hello\n", out, error));
+  EXPECT_FALSE(hist::parse_file("hello\n", out, warnings, error));
   EXPECT_EQ(error, "1: not a tfbarrier history file (no TFBHISTORY header)");
-  EXPECT_FALSE(hist::parse_file("TFBHISTORY v=9\n", out, error));
+  EXPECT_FALSE(hist::parse_file("TFBHISTORY v=9\n", out, warnings, error));
   EXPECT_NE(error.find("v=9"), std::string::npos);
   std::string good = hist::file_header() +
                      "ROUND seq=1 scope=s name=e gen=1 n=2 end=release verdict=continue at=5 ms=9 withdrawn=0 "
                      "timeouts=0 count=2\nARR a=0@n1+0,1@n2+9\n";
-  ASSERT_TRUE(hist::parse_file(good, out, error)) << error;
+  ASSERT_TRUE(hist::parse_file(good, out, warnings, error)) << error;
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_FALSE(hist::parse_file(good + "ARR a=1@x+3\n", out, error));
-  EXPECT_EQ(error, "4: an ARR line outside a round");
-  EXPECT_FALSE(hist::parse_file(hist::file_header() + "ROUND seq=1 scope=s name=e gen=1 n=2 end=maybe verdict=- at=5 "
-                                                    "ms=9 withdrawn=0 timeouts=0 count=0\n",
-                                out, error));
-  EXPECT_EQ(error, "2: ROUND has a bad end=maybe");
-  EXPECT_FALSE(hist::parse_file(hist::file_header() + "ROUND seq=1 scope=s name=e gen=1 n=2 end=abort verdict=- at=5 "
-                                                    "ms=9 withdrawn=0 timeouts=0 count=1\nARR a=5@x+1\n",
-                                out, error));
-  EXPECT_EQ(error, "3: bad rank in arrival '5@x+1'");
+  EXPECT_TRUE(warnings.empty());
+  auto bad_one = [&](const std::string& text) {
+    out.clear();
+    warnings.clear();
+    EXPECT_TRUE(hist::parse_file(text, out, warnings, error)) << error;
+    EXPECT_EQ(warnings.size(), 1u);
+    return warnings.empty() ? std::string() : warnings[0];
+  };
+  EXPECT_EQ(bad_one(good + "ARR a=1@x+3\n"), "4: an ARR line outside a round");
+  EXPECT_EQ(out.size(), 1u);
+  EXPECT_EQ(bad_one(hist::file_header() + "ROUND seq=1 scope=s name=e gen=1 n=2 end=maybe verdict=- at=5 "
+                                          "ms=9 withdrawn=0 timeouts=0 count=0\n"),
+            "2: ROUND has a bad end=maybe");
+  EXPECT_EQ(bad_one(hist::file_header() + "ROUND seq=1 scope=s name=e gen=1 n=2 end=abort verdict=- at=5 "
+                                          "ms=9 withdrawn=0 timeouts=0 count=1\nARR a=5@x+1\n"),
+            "3: bad rank in arrival '5@x+1' (round 1 skipped)");
+  EXPECT_TRUE(out.empty());
   // A torn last line (the host died mid-append) is not an error.
   out.clear();
-  EXPECT_TRUE(hist::parse_file(good + "ROUND seq=2 sco", out, error));
+  warnings.clear();
+  EXPECT_TRUE(hist::parse_file(good + "ROUND seq=2 sco", out, warnings, error));
   EXPECT_EQ(out.size(), 1u);
+  EXPECT_TRUE(warnings.empty());
+}
+
+// Issue #30: one bad line made the whole file unreadable (report exited 2,
+// a restarted host set all of it aside). Now it costs its own round only.
+TEST(History, ABadLineCostsOnlyItsRound) {
+  hist::history h;
+  for (std::uint64_t g = 1; g <= 3; ++g) h.add(make_round(g, 100, 7, 2500), 1234);  // 2 ARR lines each
+  std::string text = hist::file_header();
+  h.each([&](const hist::round_view& r) { text += hist::format_round(r); });
+  auto lines_of = [](const std::string& t) {
+    std::vector<std::string> v;
+    for (std::size_t pos = 0, nl; (nl = t.find('\n', pos)) != std::string::npos; pos = nl + 1)
+      v.push_back(t.substr(pos, nl - pos));
+    return v;
+  };
+  auto lines = lines_of(text);
+  ASSERT_EQ(lines.size(), 10u);  // header, then ROUND ARR ARR three times
+  std::vector<hist::round_view> out;
+  std::vector<std::string> warnings;
+  std::string error;
+  for (std::size_t bad : {1u, 2u, 3u, 4u, 5u, 6u, 9u}) {  // a ROUND, an ARR, a stray line
+    auto l = lines;
+    l[bad] = bad == 9 ? "garbage \x01" : l[bad].substr(0, l[bad].size() / 2) + "=x";
+    std::string t;
+    for (const auto& x : l) t += x + "\n";
+    out.clear();
+    warnings.clear();
+    ASSERT_TRUE(hist::parse_file(t, out, warnings, error)) << error;
+    ASSERT_EQ(warnings.size(), 1u) << bad;
+    EXPECT_EQ(warnings[0].substr(0, warnings[0].find(':')), std::to_string(bad + 1));
+    ASSERT_EQ(out.size(), 2u) << bad;  // the other two rounds, whole
+    for (const auto& r : out) {
+      EXPECT_NE(r.seq, (bad - 1) / 3 + 1);
+      EXPECT_EQ(r.arrivals.size(), 100u);
+    }
+  }
+  // A round cut short by the next ROUND: it goes, the next one stands.
+  auto l = lines;
+  l.erase(l.begin() + 3);
+  std::string t;
+  for (const auto& x : l) t += x + "\n";
+  out.clear();
+  warnings.clear();
+  ASSERT_TRUE(hist::parse_file(t, out, warnings, error));
+  ASSERT_EQ(warnings.size(), 1u);
+  auto listed = std::count(lines[2].begin(), lines[2].end(), ',') + 1;  // on round 1's first ARR line
+  EXPECT_EQ(warnings[0], fmt::format("4: round 1 lists {} of its count=100 arrivals", listed));
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].seq, 2u);
+  // Stray ARR lines: the first is bad, the ones after it belong to the round it dropped.
+  t = text;
+  for (int i = 0; i < 25; ++i) t += "ARR a=1@x+3\n";
+  out.clear();
+  warnings.clear();
+  ASSERT_TRUE(hist::parse_file(t, out, warnings, error));
+  EXPECT_EQ(out.size(), 3u);
+  EXPECT_EQ(warnings.size(), 1u);
+  // Many bad lines: ten warnings, then a count.
+  t = text;
+  for (int i = 0; i < 25; ++i) t += "JUNK\n";
+  warnings.clear();
+  ASSERT_TRUE(hist::parse_file(t, out, warnings, error));
+  ASSERT_EQ(warnings.size(), hist::max_warnings + 1);
+  EXPECT_EQ(warnings.back(), "and 15 more bad lines");
+}
+
+// Issue #30: an ARR line held 64 arrivals whatever their length, and the
+// reader takes 1,024 bytes of value: 64 waits from gpu-node-0123 (or one
+// HELLO host= of 1,024 bytes) made a history nobody could read. The writer
+// never writes what its reader refuses: node names of 1-255 bytes, the
+// longest a HELLO carries, and up to 100,000 ranks in a round.
+TEST(History, WhatTheWriterWritesItsReaderReads) {
+  std::mt19937 rng(30);
+  auto random_name = [&](std::size_t len) {
+    std::string s;
+    for (std::size_t i = 0; i < len; ++i) {
+      char c;
+      do c = static_cast<char>(0x21 + rng() % (0x7f - 0x21));
+      while (c == '=');  // the bytes a HELLO value may hold (protocol.cpp's valid_value)
+      s += c;
+    }
+    return s;
+  };
+  std::vector<std::string> names = {"gpu-node-0123", "gpu-node-a07x", "nid000001", "a,b", ",", "@", "+", "-", "1@2+3",
+                                    std::string(proto::max_value, 'x'), std::string(hist::max_node, 'y'),
+                                    std::string(hist::max_node + 1, 'y')};
+  for (std::size_t len = 1; len <= 255; ++len) names.push_back(random_name(len));
+  for (int i = 0; i < 20; ++i) names.push_back(random_name(hist::max_node + 1 + rng() % (proto::max_value - hist::max_node)));
+  hist::history h(2'000'000);
+  std::vector<std::uint32_t> sizes = {1, 63, 64, 65, 70, 128, 1000, 100'000};
+  std::uint64_t g = 0;
+  for (std::uint32_t n : sizes) {
+    for (int pick : {0, 1, 2}) {  // one short name, all long names, a mix
+      round_record r;
+      r.scope = "job";
+      r.name = "e";
+      r.gen = ++g;
+      r.n = n;
+      r.first = 0;
+      for (std::uint32_t i = 0; i < n; ++i) {
+        const std::string& node = pick == 0 ? names[0] : pick == 1 ? names[9 + i % 3] : names[rng() % names.size()];
+        r.arrivals.push_back({i, node, static_cast<std::int64_t>(rng() % 4'000'000'000u)});
+      }
+      r.ended = 4'000'000'000;
+      h.add(r, 1'700'000'000'000);
+    }
+  }
+  std::string text = hist::file_header();
+  std::size_t longest = 0;
+  h.each([&](const hist::round_view& r) {
+    std::string t = hist::format_round(r);
+    for (std::size_t pos = 0, nl; (nl = t.find('\n', pos)) != std::string::npos; pos = nl + 1) {
+      std::string why;
+      EXPECT_TRUE(proto::parse_line(t.substr(pos, nl - pos), why)) << why;
+      longest = std::max(longest, nl - pos);
+    }
+    text += t;
+  });
+  EXPECT_LE(longest, 6 + proto::max_value);  // "ARR a=" and one value
+  std::vector<hist::round_view> out;
+  std::vector<std::string> warnings;
+  std::string error;
+  ASSERT_TRUE(hist::parse_file(text, out, warnings, error)) << error;
+  EXPECT_TRUE(warnings.empty()) << warnings[0];
+  ASSERT_EQ(out.size(), h.rounds());
+  for (const auto& r : out) {
+    auto want = h.get(r.seq);
+    ASSERT_TRUE(want);
+    ASSERT_EQ(r.arrivals.size(), want->arrivals.size());
+    for (std::size_t i = 0; i < r.arrivals.size(); ++i) {
+      EXPECT_EQ(r.arrivals[i].node, want->arrivals[i].node);
+      EXPECT_EQ(r.arrivals[i].offset_ms, want->arrivals[i].offset_ms);
+      EXPECT_EQ(r.arrivals[i].rank, want->arrivals[i].rank);
+    }
+    EXPECT_EQ(hist::format_round(r), hist::format_round(*want));
+  }
+}
+
+// Issue #30: a host's HISTORY page with one line the reader refuses (an ARR
+// value past 1,024 bytes, as hosts wrote before) failed the whole report
+// with exit 70. The page's lines now reach round_parser, which skips that round.
+TEST(History, ABadLineInAHistoryReplyCostsOnlyItsRound) {
+  std::string round1 = "ROUND seq=1 scope=s name=e gen=1 n=2 end=release verdict=- at=5 ms=9 withdrawn=0 timeouts=0 "
+                       "count=2";
+  std::string round2 = "ROUND seq=2 scope=s name=e gen=2 n=1 end=release verdict=- at=5 ms=0 withdrawn=0 timeouts=0 "
+                       "count=1";
+  std::vector<std::string> sent = {round1, "ARR a=0@" + std::string(1100, 'x') + "+0,1@y+3", round2, "ARR a=0@y+0",
+                                   "HEND"};
+  proto::reply_reader rd;
+  std::optional<proto::reply> reply;
+  for (const auto& l : sent) {
+    std::string error;
+    auto r = rd.feed(l, error);
+    ASSERT_EQ(error, "") << l.substr(0, 40);
+    if (r) reply = std::move(r);
+  }
+  ASSERT_TRUE(reply);
+  auto* page = std::get_if<proto::history_page>(&*reply);
+  ASSERT_TRUE(page);
+  ASSERT_EQ(page->lines.size(), 4u);
+  hist::round_parser p;
+  std::vector<std::string> warnings;
+  for (const auto& l : page->lines)
+    if (std::string why; !p.feed(l, why)) warnings.push_back(why);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("round 1 skipped"), std::string::npos) << warnings[0];
+  auto rounds = p.take();
+  ASSERT_EQ(rounds.size(), 1u);
+  EXPECT_EQ(rounds[0].seq, 2u);
+}
+
+TEST(History, NodeLabelsKeepShortNamesAndCutLongOnesApart) {
+  EXPECT_EQ(hist::node_label("gpu-node-a07x"), "gpu-node-a07x");
+  EXPECT_EQ(hist::node_label(""), "?");
+  EXPECT_EQ(hist::node_label("a,b c=d\x1b\xe2"), "a_b_c_d__");
+  std::string a(proto::max_value, 'x'), b = a;
+  b.back() = 'z';
+  auto la = hist::node_label(a), lb = hist::node_label(b);
+  EXPECT_EQ(la.size(), hist::max_node);
+  EXPECT_EQ(la.substr(0, 246), a.substr(0, 246));
+  EXPECT_EQ(la[246], '~');
+  EXPECT_NE(la, lb);  // two long names stay two nodes
+  EXPECT_EQ(hist::node_label(la), la);  // idempotent: a file read back keeps its names
+  std::string exact(hist::max_node, 'q');
+  EXPECT_EQ(hist::node_label(exact), exact);
 }
 
 TEST(History, BarriersRecordReleaseAbortAndTimeouts) {
@@ -164,6 +363,28 @@ TEST(Report, PutsTheSlowRankAndItsNodeFirst) {
   EXPECT_NE(t.find("node nodeA (ranks 0-7) was the last node in 20 of 20 rounds, median +3.2 s"), std::string::npos) << t;
   EXPECT_NE(report::csv(rounds).find("seq,scope,name,round,end,verdict"), std::string::npos);
   EXPECT_NE(report::json(a).find("\"slowest_5pct\""), std::string::npos);
+}
+
+// Issue #30: a '"' in a node name broke the rest of the CSV, and a name
+// starting with = + - @ became a spreadsheet formula.
+TEST(Report, CsvQuotesAndDisarmsFormulas) {
+  EXPECT_EQ(report::csv_text("node1"), "node1");
+  EXPECT_EQ(report::csv_text("a,b"), "\"a,b\"");
+  EXPECT_EQ(report::csv_text("a\"b"), "\"a\"\"b\"");
+  EXPECT_EQ(report::csv_text("a\r\nb"), "\"a\r\nb\"");
+  for (const char* f : {"=1+1", "+1", "-1", "@SUM(A1)", "\tx"})
+    EXPECT_EQ(report::csv_text(f), std::string("'") + f) << f;
+  EXPECT_EQ(report::csv_text("\rx"), "\"'\rx\"");
+  EXPECT_EQ(report::csv_text("=HYPERLINK(\"x\",1)"), "\"'=HYPERLINK(\"\"x\"\",1)\"");
+  EXPECT_EQ(report::csv_text("a=1"), "a=1");  // only a first byte starts a formula
+  hist::round_view r;
+  r.seq = 1;
+  r.scope = "-job";
+  r.name = "e";
+  r.at_ms = -5;  // a number: as it is
+  r.arrivals.push_back({3, "=x\",y", 12});
+  EXPECT_EQ(report::csv({r}), "seq,scope,name,round,end,verdict,first_arrival_unix_ms,rank,node,late_ms\n"
+                              "1,'-job,e,0,release,,-5,3,\"'=x\"\",y\",12\n");
 }
 
 TEST(Report, BinsRanksByNodeThenEqualGroups) {

@@ -602,6 +602,58 @@ TEST_F(host_conn_test, ASilentClientIsWithdrawnUnlessTheHostWasLate) {
   EXPECT_EQ(conn.check_liveness(2500ms, 10s), liveness::silent);
 }
 
+// ---------------------------------------------------------------------------
+// a host without a secret serves its own uid only (issue #30)
+
+TEST_F(host_conn_test, AStrangersFirstLineWhateverItIsGetsErrAuthAndNothingIsParsed) {
+  host_conn_config own = open_host;
+  own.owner_only = true;
+  std::string decide = "DECIDE scope=default id=e verdict=stop name=epoch7 n=2 rank=0 wait=0 :forged";
+  for (std::string first : std::vector<std::string>{hello_line(), decide, arrive_line(), "STATUS detail=1", "junk"}) {
+    host_conn c;
+    c.stranger();
+    host_step s = c.feed(own, first);
+    // As docs/protocol.md shows it (protocol_test: DocExamples).
+    EXPECT_EQ(s.bytes,
+              "ERR AUTH :this host serves its own user only; start a host of your own, or give the host and its "
+              "participants the same --secret-file\n");
+    EXPECT_TRUE(s.auth_failed);
+    EXPECT_TRUE(s.bad_client.empty()) << "the host logs strangers itself, rate-limited";
+    EXPECT_FALSE(c.hello_done());
+    EXPECT_FALSE(c.authenticated());
+    // Were the caller to go on, a forged request after it is still not delivered.
+    host_step after = c.feed(own, decide);
+    EXPECT_FALSE(after.deliver.has_value());
+    EXPECT_TRUE(after.close);
+  }
+}
+
+TEST_F(host_conn_test, AStrangersOverLongLineAndSilenceAreRefusedWithoutALogLine) {
+  host_conn c;
+  c.stranger();
+  c.take(std::string(proto::max_line + 10, 'x'));
+  EXPECT_FALSE(c.line().has_value());
+  auto s = c.overflow();
+  ASSERT_TRUE(s.has_value());
+  expect_closed_with(*s, proto::error_kind::auth, "this host serves its own user only");
+  EXPECT_TRUE(s->bad_client.empty());
+  host_conn quiet;
+  quiet.stranger();
+  auto t = quiet.handshake_expired();
+  ASSERT_TRUE(t.has_value());
+  EXPECT_TRUE(t->close);
+  EXPECT_TRUE(t->bad_client.empty());
+}
+
+TEST_F(host_conn_test, TheOwnersConnectionOnAnOwnerOnlyHostIsServedAsBefore) {
+  host_conn_config own = open_host;
+  own.owner_only = true;
+  host_step s = conn.feed(own, hello_line());
+  EXPECT_EQ(hello_reply_of(s).auth, "none");
+  host_step a = conn.feed(own, arrive_line());
+  EXPECT_TRUE(a.deliver.has_value());
+}
+
 TEST(host_conn_size, AWaitingParticipantsConnectionStaysSmall) {
   // The handshake's state is behind a pointer; the rest is what a
   // connection needs for as long as it waits (docs/performance.md).

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <gtest/gtest.h>
@@ -114,7 +115,7 @@ TEST_F(PrivateFiles, OpenInRefusesASymlinkAndLeavesItsTargetAlone) {
   EXPECT_EQ(read(path("victim")), "precious\n");
 }
 
-TEST_F(PrivateFiles, OpenInNarrowsAPlantedWideFileOfOurs) {
+TEST_F(PrivateFiles, OpenInRefusesAFileOfOursThatOthersCanWriteAndNarrowsOneTheyCanRead) {
   std::string e;
   auto d = open_dir(path("d"), true, true, e);
   ASSERT_TRUE(d) << e;
@@ -122,6 +123,10 @@ TEST_F(PrivateFiles, OpenInNarrowsAPlantedWideFileOfOurs) {
   ASSERT_GE(f, 0);
   ::fchmod(f, 0666);
   ::close(f);
+  // Another user may hold it open for writing already: refused, not narrowed.
+  EXPECT_FALSE(open_in(d->get(), "log", O_WRONLY | O_CREAT | O_APPEND, 0600, path("d"), e));
+  EXPECT_NE(e.find("can be changed by others (mode 0666)"), std::string::npos) << e;
+  ASSERT_EQ(::chmod(path("d/log").c_str(), 0644), 0);
   auto g = open_in(d->get(), "log", O_WRONLY | O_CREAT | O_APPEND, 0600, path("d"), e);
   ASSERT_TRUE(g) << e;
   EXPECT_EQ(mode_of(path("d/log")) & 07777, 0600u);
@@ -205,4 +210,123 @@ TEST_F(PrivateFiles, TheHostLogGoesToAPrivateDirectoryAndRefusesAPlantedSymlink)
   ASSERT_EQ(::chmod(path(".tfbarrier").c_str(), 0755), 0);
   EXPECT_FALSE(open_host_log("node1", "77", p, e));
   EXPECT_NE(e.find("chmod 700"), std::string::npos) << e;
+}
+
+// ---- open_path: the log, report --svg (issue 30 item 2) ----
+
+namespace {
+constexpr role log_role{"the log file", "give another --log"};
+}
+
+TEST_F(PrivateFiles, OpenPathRefusesASymlinkByNameAndLeavesItsTargetAlone) {
+  { std::ofstream(path("victim")) << "precious\n"; }
+  ASSERT_EQ(::symlink(path("victim").c_str(), path("log").c_str()), 0);
+  std::string e;
+  for (int flags : {O_WRONLY | O_CREAT | O_APPEND, O_WRONLY | O_CREAT | O_TRUNC, O_WRONLY | O_APPEND}) {
+    EXPECT_FALSE(open_path(path("log"), flags, 0600, e, log_role));
+    EXPECT_EQ(e, "the log file " + path("log") +
+                     " is a symbolic link: refusing to follow it; remove it, or give another --log");
+  }
+  // A dangling one too: O_CREAT would otherwise make its target.
+  ASSERT_EQ(::symlink(path("made").c_str(), path("dangling").c_str()), 0);
+  EXPECT_FALSE(open_path(path("dangling"), O_WRONLY | O_CREAT | O_APPEND, 0600, e, log_role));
+  EXPECT_EQ(::access(path("made").c_str(), F_OK), -1);
+  EXPECT_EQ(read(path("victim")), "precious\n");
+}
+
+TEST_F(PrivateFiles, OpenPathMakesA0600FileUnderAWideUmaskAndShowsThePathAsGiven) {
+  mode_t old = ::umask(0);
+  std::string e;
+  auto f = open_path(path("new.log"), O_WRONLY | O_CREAT | O_APPEND, 0600, e, log_role);
+  ::umask(old);
+  ASSERT_TRUE(f) << e;
+  EXPECT_EQ(mode_of(path("new.log")) & 07777, 0600u);
+  EXPECT_EQ(::fcntl(f->get(), F_GETFL) & O_NONBLOCK, 0);
+  EXPECT_NE(::fcntl(f->get(), F_GETFD) & FD_CLOEXEC, 0);
+  ASSERT_EQ(::symlink("new.log", path("rel").c_str()), 0);
+  char cwd[4096];
+  ASSERT_NE(::getcwd(cwd, sizeof cwd), nullptr);
+  ASSERT_EQ(::chdir(root_.c_str()), 0);
+  bool opened = open_path("rel", O_WRONLY | O_APPEND, 0600, e, log_role).has_value();
+  ASSERT_EQ(::chdir(cwd), 0);
+  EXPECT_FALSE(opened);
+  EXPECT_TRUE(e.starts_with("the log file rel is a symbolic link")) << e;
+}
+
+TEST_F(PrivateFiles, OpenPathRefusesAnotherUsersFileOthersCanWriteAndChangesNothing) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a file to another uid";
+  // Root's host pointed at a file another user made 0666: appending would
+  // write root's text (and what clients send) into a file that user owns.
+  { std::ofstream(path("theirs.log")) << "theirs\n"; }
+  ASSERT_EQ(::chown(path("theirs.log").c_str(), 65534, 65534), 0);
+  ASSERT_EQ(::chmod(path("theirs.log").c_str(), 0666), 0);
+  std::string e;
+  for (int flags : {O_WRONLY | O_CREAT | O_APPEND, O_WRONLY | O_CREAT | O_TRUNC}) {
+    EXPECT_FALSE(open_path(path("theirs.log"), flags, 0600, e, log_role));
+    EXPECT_NE(e.find("the log file " + path("theirs.log") + " belongs to uid 65534, not to you"), std::string::npos)
+        << e;
+    EXPECT_NE(e.find("give another --log"), std::string::npos) << e;
+  }
+  EXPECT_EQ(read(path("theirs.log")), "theirs\n");
+  EXPECT_EQ(mode_of(path("theirs.log")) & 07777, 0666u);
+}
+
+TEST_F(PrivateFiles, OpenPathRefusesAHardLinkToWriteButReadsIt) {
+  { std::ofstream(path("mine")) << "mine\n"; }
+  ASSERT_EQ(::chmod(path("mine").c_str(), 0600), 0);
+  ASSERT_EQ(::link(path("mine").c_str(), path("alias").c_str()), 0);
+  std::string e;
+  EXPECT_FALSE(open_path(path("alias"), O_WRONLY | O_APPEND, 0600, e, log_role));
+  EXPECT_NE(e.find("has 2 hard links"), std::string::npos) << e;
+  EXPECT_TRUE(open_path(path("alias"), O_RDONLY, 0600, e, log_role)) << e;
+}
+
+TEST_F(PrivateFiles, OpenPathRefusesAFifoWithoutHanging) {
+  ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0600), 0);
+  std::string e;
+  EXPECT_FALSE(open_path(path("fifo"), O_WRONLY | O_CREAT | O_APPEND, 0600, e, log_role));
+  EXPECT_NE(e.find("is not a regular file"), std::string::npos) << e;
+}
+
+TEST_F(PrivateFiles, OpenPathTruncatesAFileOfOursAndNeverWidensIt) {
+  { std::ofstream(path("out.svg")) << "old picture\n"; }
+  ASSERT_EQ(::chmod(path("out.svg").c_str(), 0600), 0);
+  std::string e;
+  auto f = open_path(path("out.svg"), O_WRONLY | O_CREAT | O_TRUNC, 0644, e, log_role);
+  ASSERT_TRUE(f) << e;
+  EXPECT_EQ(read(path("out.svg")), "");
+  EXPECT_EQ(mode_of(path("out.svg")) & 07777, 0600u);
+}
+
+TEST_F(PrivateFiles, OpenInKeepsEexistForACallerThatMustNotReplace) {
+  std::string e;
+  auto d = open_dir(path("d"), true, true, e);
+  ASSERT_TRUE(d) << e;
+  { std::ofstream(path("d/secret")) << "x\n"; }
+  EXPECT_FALSE(open_in(d->get(), "secret", O_WRONLY | O_CREAT | O_EXCL, 0600, path("d"), e));
+  EXPECT_EQ(errno, EEXIST);
+}
+
+TEST_F(PrivateFiles, AnotherUsersDirectoryIsNamedInPlainWords) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a directory to another uid";
+  ASSERT_EQ(::mkdir(path("theirs").c_str(), 0700), 0);
+  ASSERT_EQ(::chown(path("theirs").c_str(), 65534, 65534), 0);
+  std::string e;
+  EXPECT_FALSE(open_dir(path("theirs"), true, false, e));
+  EXPECT_EQ(e.find("use a the"), std::string::npos) << e;
+  EXPECT_NE(e.find("remove it, or use a directory of your own"), std::string::npos) << e;
+}
+
+TEST_F(PrivateFiles, AFileToShareTakesTheUmaskAndOthersTakeExactlyTheirMode) {
+  std::string e;
+  mode_t old = ::umask(077);
+  auto a = open_path(path("a.svg"), O_WRONLY | O_CREAT | O_TRUNC, 0644, e, {"the --svg file", "", true});
+  auto b = open_path(path("b.prom"), O_WRONLY | O_CREAT | O_TRUNC, 0644, e, log_role);
+  ::umask(022);
+  auto c = open_path(path("c.svg"), O_WRONLY | O_CREAT | O_TRUNC, 0644, e, {"the --svg file", "", true});
+  ::umask(old);
+  ASSERT_TRUE(a && b && c) << e;
+  EXPECT_EQ(mode_of(path("a.svg")) & 07777, 0600u);
+  EXPECT_EQ(mode_of(path("b.prom")) & 07777, 0644u);
+  EXPECT_EQ(mode_of(path("c.svg")) & 07777, 0644u);
 }

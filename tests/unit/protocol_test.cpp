@@ -1563,6 +1563,12 @@ std::vector<host_example> doc_host_lines() {
                    "this host (tfbarrier/0.1.0) speaks protocol version 2, and the client asked for version 7: run the "
                    "same version of tfbarrier on the host and in the job"},
        ""},
+      {"ERR AUTH :this host serves its own user only; start a host of your own, or give the host and its "
+       "participants the same --secret-file",
+       error_reply{error_kind::auth,
+                   "this host serves its own user only; start a host of your own, or give the host and its "
+                   "participants the same --secret-file"},
+       ""},
       {"HELLO v=2 server=tfbarrier/0.1.0 auth=hmac nonce=HN proof=HP",
        hello_reply{2, "tfbarrier/0.1.0", "hmac", "HN", "HP", ""}, ""},
       {"HELLO v=2 server=tfbarrier/0.1.0 auth=hmac nonce=ffeeddccbbaa99887766554433221100 proof=HP",
