@@ -47,7 +47,6 @@
 #include "exit_codes.h"
 #include "peer_owner.h"
 #include "journal.h"
-#include "log_safe.h"
 #include "metrics.h"
 #include "private_files.h"
 #include "replica.h"
@@ -335,8 +334,8 @@ class server {
     localtime_r(&tt, &tm);
     char buf[32];
     std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-    // Every line escaped (log_safe.h): some quote what a client sent.
-    tfb::print(opts_.log, "{}.{:03d} tfbarrier[{}]: {}\n", buf, static_cast<int>(ms), getpid(), log_safe(text));
+    // Every line escaped (text.h, one line an entry): some quote what a client sent.
+    tfb::print(opts_.log, "{}.{:03d} tfbarrier[{}]: {}\n", buf, static_cast<int>(ms), getpid(), printable(text));
     std::fflush(opts_.log);
   }
   void event(std::string_view text) {  // --quiet keeps warnings
@@ -753,7 +752,7 @@ void session::follow(host_step& s) {
   // What a client sent is quoted in bad_client, before any authentication
   // (a malformed HELLO's fields): cut short, as well as escaped by log().
   if (!s.bad_client.empty())
-    srv_.event(fmt::format("bad client {}: {}", remote_, log_safe(s.bad_client, max_client_text)));
+    srv_.event(fmt::format("bad client {}: {}", remote_, printable(s.bad_client, false, max_client_text)));
   if (s.auth_failed) ++srv_.metrics().counters.auth_failures;  // metrics (issue 21)
   if (!s.warning.empty()) srv_.log(s.warning);
   if (!authenticated_ && conn_.authenticated()) {

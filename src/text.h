@@ -27,7 +27,8 @@ namespace detail {
 
 /// The one escaper behind printable() and quote_text(): appends s to out
 /// with every byte a terminal could take as a command, or that hides or
-/// reorders text, shown visibly; stops after max_chars code points ("...").
+/// reorders text, shown visibly; stops after max_chars code points, or once
+/// it has appended max_bytes or more ("...").
 ///  - C0 (but '\n' when keep_newlines), DEL, and bytes that are not UTF-8
 ///    (among them raw 0x80-0x9f, the 8-bit CSI 0x9b): \xNN
 ///  - C1 as UTF-8 (U+0080-U+009F), bidi controls (U+061C, U+200E/F,
@@ -36,10 +37,10 @@ namespace detail {
 ///    U+2060-U+206F, U+FEFF) and tags (U+E0000-U+E007F): \uNNNN, \UNNNNNNNN
 /// Other UTF-8 (é, 日本) passes; quoting also escapes '"' and '\\'.
 inline void append_printable(std::string& out, std::string_view s, bool keep_newlines, bool quoting,
-                             std::size_t max_chars) {
-  std::size_t chars = 0;
+                             std::size_t max_chars, std::size_t max_bytes = std::string_view::npos) {
+  std::size_t chars = 0, start = out.size();
   for (std::size_t i = 0; i < s.size();) {
-    if (chars++ == max_chars) {
+    if (chars++ == max_chars || out.size() - start >= max_bytes) {
       out += "...";
       return;
     }
@@ -99,12 +100,15 @@ inline std::string quote_text(std::string_view s, std::size_t max_chars = 80) {
 /// append_printable says which). Everything printed that came from a host, a
 /// client or a file goes through here (or quote_text) on its way out, so
 /// that nothing reaches a terminal as an escape sequence, a line that is not
-/// one, or text that reads other than it is. keep_newlines: for a whole
-/// message or report of several lines; wire text holds no newline.
-inline std::string printable(std::string_view text, bool keep_newlines = false) {
+/// one, or text that reads other than it is; the host's log too, so that
+/// `tail -f` of it is as safe. keep_newlines: for a whole message or report
+/// of several lines (wire text holds no newline; a log entry is one line).
+/// Cut ("...") once about max_bytes are written: the log caps what a client chose.
+inline std::string printable(std::string_view text, bool keep_newlines = false,
+                             std::size_t max_bytes = std::string_view::npos) {
   std::string out;
-  out.reserve(text.size());
-  detail::append_printable(out, text, keep_newlines, false, std::string_view::npos);
+  out.reserve(text.size() < 256 ? text.size() : 256);
+  detail::append_printable(out, text, keep_newlines, false, std::string_view::npos, max_bytes);
   return out;
 }
 

@@ -92,3 +92,18 @@ TEST(Printable, RandomBytesNeverReachTheTerminalRaw) {
     }
   }
 }
+
+// The host's log (host.cpp's log()): one entry is one line, and what a client
+// chose is capped (issue 30 item 2; this was log_safe.h).
+TEST(Printable, ALogEntryStaysOneLineAndIsCut) {
+  EXPECT_EQ(printable("bad client 127.0.0.1:5: BADREQUEST: n=x is not a number"),
+            "bad client 127.0.0.1:5: BADREQUEST: n=x is not a number");
+  EXPECT_EQ(printable("Knoten-\xc3\xa4 \xe2\x9c\x93 \xf0\x9f\x98\x80"), "Knoten-\xc3\xa4 \xe2\x9c\x93 \xf0\x9f\x98\x80");
+  EXPECT_EQ(printable("x\ny\r\tz\x7f"), "x\\x0ay\\x0d\\x09z\\x7f");
+  std::string out = printable(std::string(3000, 'k'), false, 200);
+  EXPECT_EQ(out, std::string(200, 'k') + "...");
+  out = printable(std::string(3000, '\x1b'), false, 200);
+  EXPECT_LE(out.size(), 200u + 4 + 3);
+  EXPECT_TRUE(out.ends_with("..."));
+  EXPECT_EQ(out.find('\x1b'), std::string::npos);
+}
