@@ -1559,7 +1559,10 @@ int run_host(const host_options& o, std::string& error) {
   auto ready = [&] {
     srv.log(fmt::format("tfbarrier {} listening on {} (protocol {}, authentication: {}{})", tfb::version,
                         srv.address(), protocol_version,
-                        o.secret ? "shared secret" : o.munge ? "MUNGE, uid " + std::to_string(::getuid()) : "none",
+                        o.secret  ? "shared secret"
+                        : o.munge ? "MUNGE, uid " + std::to_string(::getuid())
+                        : o.insecure ? std::string("none, anyone who can connect (--insecure)")
+                                     : "none, its own uid " + std::to_string(::getuid()) + " only",
                         o.store ? ", store " + *o.store : ""));
     if (o.on_listening) o.on_listening(srv.address());
     if (o.on_metrics_listening && o.metrics_listen) o.on_metrics_listening(srv.metrics().address());

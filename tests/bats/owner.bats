@@ -49,6 +49,7 @@ attack() {
 @test "a default host without a secret refuses another uid's DECIDE, ARRIVE and STATUS, and logs it" {
   [ ! -e "$HOME/.tfbarrier/secret" ]
   start_host
+  grep -q "authentication: none, its own uid $(id -u) only" "$HOST_LOG"
   spawn_wait victim --name epoch7 --n 2 --rank 1
   wait_arrived epoch7 1
   attack "$HOST_PORT" epoch7
@@ -88,6 +89,7 @@ attack() {
 
 @test "with --insecure the host serves anyone who can connect, as documented" {
   start_host --insecure
+  grep -q "authentication: none, anyone who can connect (--insecure)" "$HOST_LOG"
   spawn_wait victim --name i1 --n 2 --rank 1
   wait_arrived i1 1
   run -0 stranger_sends "$HOST_PORT" "HELLO v=2 host=evil pid=1" "STATUS"
