@@ -27,7 +27,11 @@ rounds() {
   start_host --history-file "$HOME/job.history"
   rounds 3
   run -0 timeout 20 "$TFB" report
-  assert_line --index 0 --regexp '^rank 3 \(node .*\) was the last rank in 3 of 3 rounds, median \+[34][0-9]{2} ms$'
+  assert_line --index 0 --regexp '^rank 3 \(node .*\) was the last rank in 3 of 3 rounds, median \+[0-9]+ ms$'
+  # It slept 0.4 s after the others started: at least 300 ms late, however
+  # slowly the others started; how much later is the machine's load's to say.
+  late=$(sed -n '1s/.*median +\([0-9]*\) ms$/\1/p' <<<"$output")
+  [ "$late" -ge 300 ]
   assert_output --partial 'STRAGGLERS BY RANK'
   run -0 timeout 20 "$TFB" report --json
   python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["stragglers"]["ranks"][0]["who"]=="rank 3"; assert len(d["rounds"])==3' "$output"
