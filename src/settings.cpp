@@ -128,9 +128,8 @@ class resolver {
     detect_launcher();
     resolve_store();
     if (!resolve_address() || (flags_.counts && (!resolve_n() || !resolve_rank())) || !resolve_scope() ||
-        !resolve_insecure())
+        !resolve_insecure() || !resolve_node())
       return std::nullopt;
-    resolve_node();
     decide_may_start();
     return s_;
   }
@@ -412,14 +411,24 @@ class resolver {
     return true;
   }
 
-  void resolve_node() {
-    if (auto v = get("SLURMD_NODENAME")) {
+  // The node a participant names in its HELLO (the report's and status's
+  // node column) and the logs' names: TFBARRIER_NODE, else the launcher's,
+  // else the host name. Containers on different nodes often share a host
+  // name, and Slurm's test clusters run several nodes on one machine.
+  bool resolve_node() {
+    if (auto given = get("TFBARRIER_NODE")) {
+      if (!proto::valid_name(*given))
+        return fail(fmt::format("{} is not a valid node name: 1 to 128 of A-Z a-z 0-9 . _ : -; fix it, or unset it",
+                                show("TFBARRIER_NODE", *given)));
+      s_.node = {*given, "env:TFBARRIER_NODE"};
+    } else if (auto v = get("SLURMD_NODENAME")) {
       s_.node = {*v, "env:SLURMD_NODENAME"};
     } else if (!hostname_.empty()) {
       s_.node = {std::string(hostname_), "hostname"};
     } else {
       s_.node = {std::nullopt, "unset"};
     }
+    return true;
   }
 
   void decide_may_start() {

@@ -55,7 +55,7 @@ struct settings {
   sourced<std::uint32_t> n;
   sourced<std::uint32_t> rank;
   sourced<std::string> scope;    ///< barrier namespace: job and attempt
-  sourced<std::string> node;     ///< this machine's node name (SLURMD_NODENAME, else hostname passed in)
+  sourced<std::string> node;     ///< this machine's node name (TFBARRIER_NODE, else SLURMD_NODENAME, else hostname passed in)
   sourced<bool> insecure;        ///< --insecure or TFBARRIER_INSECURE: auth=none accepted beyond loopback
   sourced<std::string> store;    ///< TFBARRIER_STORE: the store a host of this job keeps the barriers in (serve --store)
   bool addr_explicit = false;    ///< from --addr, TFBARRIER_ADDR or TFBARRIER_HOST: never self-start a host

@@ -16,6 +16,7 @@
 #include "auth.h"
 #include "exit_codes.h"
 #include "private_files.h"
+#include "protocol.h"
 #include "store_name.h"
 #include "text.h"
 
@@ -140,6 +141,14 @@ std::string short_hostname() {
   return h.empty() ? "localhost" : h;
 }
 
+std::string node_name() {
+  // The order of settings' resolve_node, which `wait` and `config` use and
+  // which refuses a bad TFBARRIER_NODE (exit 2); here a bad one is passed over.
+  if (const char* n = std::getenv("TFBARRIER_NODE"); n && proto::valid_name(n)) return n;
+  if (const char* n = std::getenv("SLURMD_NODENAME"); n && *n) return n;
+  return short_hostname();
+}
+
 std::string random_id() {
   static const char alphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
   constexpr unsigned letters = sizeof alphabet - 1;  // 62
@@ -177,10 +186,7 @@ namespace {
 // The log's name says which node and which job it is of: homes are shared
 // over NFS. Slurm's node name where there is one (the test cluster's nodes
 // share one host name), else the short host name.
-std::string log_node() {
-  const char* n = std::getenv("SLURMD_NODENAME");
-  return n && *n ? std::string(n) : short_hostname();
-}
+std::string log_node() { return node_name(); }
 std::string log_job() {
   const char* j = std::getenv("SLURM_JOB_ID");
   return j ? j : "";
@@ -246,7 +252,8 @@ connect_options connection(const settings& s, const common_options& c) {
   connect_options o;
   o.addr = s.addr();
   o.connect_timeout = c.connect_timeout.value_or(std::chrono::seconds(60));
-  o.client_host = short_hostname();
+  // The node as resolved: TFBARRIER_NODE, the launcher's, the host name.
+  o.client_host = s.node.value ? *s.node.value : short_hostname();
   o.pid = static_cast<std::uint32_t>(getpid());
   if (c.keepalive) o.keepalive = *c.keepalive;
   o.quiet_reconnect = c.quiet;

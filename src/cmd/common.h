@@ -13,6 +13,9 @@ namespace tfb::cmd {
 
 /// This machine's short host name, made a valid protocol value.
 std::string short_hostname();
+/// This node's name, for a host's logs and its store key: TFBARRIER_NODE,
+/// else SLURMD_NODENAME, else short_hostname() (settings' node, from the environment).
+std::string node_name();
 /// 16 random letters and digits: a participant's id.
 std::string random_id();
 /// Resolves the settings from the flags and the process's environment; prints why not.

@@ -350,8 +350,7 @@ int store_settings(const serve_options& o, host_options& h) {
       return exit_code::auth;
     }
   }
-  const char* n = std::getenv("SLURMD_NODENAME");
-  h.node = n && *n ? std::string(n) : short_hostname();
+  h.node = node_name();
   return exit_code::ok;
 }
 

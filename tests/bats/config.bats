@@ -350,3 +350,29 @@ slurm_step=(SLURM_JOB_ID=4242 SLURM_STEP_NUM_TASKS=6 SLURM_PROCID=3 SLURM_STEP_N
   assert_equal "$status" 2
   [[ $stderr == *'--scope: "a b"'* ]]
 }
+
+@test "the node: TFBARRIER_NODE beats SLURMD_NODENAME beats the host name; config names the source, and a bad one exits 2" {
+  cfg SLURMD_NODENAME=n03 TFBARRIER_NODE=gpu-node-a07x
+  assert_success
+  has_fields node=gpu-node-a07x source.node=env:TFBARRIER_NODE
+  cfg SLURMD_NODENAME=n03
+  has_fields node=n03 source.node=env:SLURMD_NODENAME
+  cfg
+  has_fields "node=$(hostname -s)" source.node=hostname
+  cfg "TFBARRIER_NODE=a b"
+  assert_failure 2
+  [[ $stderr == *'TFBARRIER_NODE="a b" is not a valid node name'* ]] || { echo "$stderr"; false; }
+}
+
+@test "a participant names the node it resolved, not the host name: status and report show it (issue #32)" {
+  start_host
+  spawn p0 env TFBARRIER_NODE=gpu-a "$TFB" wait --name nd --n 3 --rank 0
+  spawn p1 env SLURMD_NODENAME=gpu-b "$TFB" wait --name nd --n 3 --rank 1
+  wait_arrived nd 2
+  run -0 --separate-stderr "$TFB" status --name nd --json
+  assert_equal "$(json_each barriers.0.members host | sort | tr '\n' ' ')" '"gpu-a" "gpu-b" '
+  run -0 "$TFB" wait --name nd --n 3 --rank 2
+  expect_exits 0 p0 p1
+  run -0 "$TFB" report --json
+  [[ $output == *'gpu-a'* && $output == *'gpu-b'* ]] || { echo "$output"; false; }
+}

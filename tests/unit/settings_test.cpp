@@ -977,6 +977,24 @@ TEST(Node, HostnameOtherwise) {
   EXPECT_EQ(s.node.source, "hostname");
 }
 
+TEST(Node, TfbarrierNodeWinsOverTheLaunchersAndTheHostname) {
+  // Containers on different nodes often share a host name (issue #32): the
+  // node a participant names is the one it is told.
+  env_map env = slurm_step();
+  env["TFBARRIER_NODE"] = "gpu-node-a07x";
+  settings s = ok(env, {}, "n03.cluster");
+  EXPECT_EQ(s.node.value, "gpu-node-a07x");
+  EXPECT_EQ(s.node.source, "env:TFBARRIER_NODE");
+}
+
+TEST(Node, ABadTfbarrierNodeIsAUsageErrorNamingIt) {
+  env_map env;
+  env["TFBARRIER_NODE"] = "a b";
+  std::string e = err(env, {});
+  EXPECT_CONTAINS(e, "TFBARRIER_NODE");
+  EXPECT_CONTAINS(e, "is not a valid node name");
+}
+
 TEST(Node, UnsetWithoutEither) {
   settings s = ok({}, {}, "");
   EXPECT_EQ(s.node.value, std::nullopt);
