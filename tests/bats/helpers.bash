@@ -442,6 +442,21 @@ sys.stdout.write(data.decode(errors="replace"))
 ' "$port" "$@"
 }
 
+# fake_addr_from FILE: waits (10 s at most) until a fake host started by a
+# test prints FAKE_ADDR=... into FILE, and sets FAKE_ADDR; on failure shows
+# $BATS_TEST_TMPDIR/fake.err, the fake host's stderr.
+fake_addr_from() {
+  local i
+  for i in $(seq 200); do
+    FAKE_ADDR=$(sed -n 's/^FAKE_ADDR=//p' "$1")
+    [ -n "$FAKE_ADDR" ] && return 0
+    sleep 0.05
+  done
+  echo "the fake host did not start" >&2
+  cat "$BATS_TEST_TMPDIR/fake.err" >&2
+  return 1
+}
+
 # teardown_other_uid: removes other_uid_tfb's copy.
 teardown_other_uid() {
   [ -z "${OTHER_DIR:-}" ] || rm -rf "$OTHER_DIR"

@@ -97,15 +97,7 @@ while True:
     threading.Thread(target=serve, args=(c,), daemon=True).start()
 PY
   BG_PIDS+=("$!")
-  local i
-  for i in $(seq 200); do
-    FAKE_ADDR=$(sed -n 's/^FAKE_ADDR=//p' "$out")
-    [ -n "$FAKE_ADDR" ] && return 0
-    sleep 0.05
-  done
-  echo "the fake host did not start" >&2
-  cat "$BATS_TEST_TMPDIR/fake.err" >&2
-  return 1
+  fake_addr_from "$out"
 }
 
 @test "a fake host's ERR BUSY text reaches wait's stderr escaped, never raw, with a secret or without" {
