@@ -85,6 +85,18 @@ bool barrier_set::make_room(conn_id c, const std::string& scope, const std::stri
     // Finished rounds go before aborts (an abort is what a late participant must still hear).
     if (b.aborted != v.aborted ? !b.aborted : b.last_activity < v.last_activity) victim = it;
   }
+  if (victim == barriers_.end() && keep_recent_ == never_forget) {
+    out.sends.push_back({c, proto::error_reply{proto::error_kind::busy,
+                                               fmt::format("the store holds {} barriers, its limit (serve "
+                                                           "--max-barriers, one for every host of the store); "
+                                                           "barriers idle for the store's --forget-after are "
+                                                           "forgotten: try again later, or use a new prefix with a "
+                                                           "higher limit",
+                                                           barriers_.size())}});
+    out.log.push_back(fmt::format("refused a new barrier {}/{}: {} barriers, the limit", scope, name,
+                                  barriers_.size()));
+    return false;
+  }
   if (victim == barriers_.end()) {
     out.sends.push_back({c, proto::error_reply{proto::error_kind::busy,
                                                fmt::format("the host holds {} barriers, its limit (serve "
@@ -764,6 +776,23 @@ std::vector<journal_entry> barrier_set::snapshot() const {
     out.push_back(std::move(j));
   }
   return out;
+}
+
+std::vector<barrier_set::idle_barrier> barrier_set::idle_barriers() const {
+  std::vector<idle_barrier> out;
+  for (const auto& [k, b] : barriers_)
+    if (!busy(b)) out.push_back({b.scope, b.name, b.open.gen, b.last_activity});
+  return out;
+}
+
+bool barrier_set::forget(const idle_barrier& which, output& out) {
+  auto it = barriers_.find(key{which.scope, which.name});
+  if (it == barriers_.end()) return false;
+  const barrier& b = it->second;
+  if (busy(b) || b.open.gen != which.gen || b.last_activity != which.last_activity) return false;
+  out.log.push_back(fmt::format("forgot barrier {}/{} (idle for the store's --forget-after)", b.scope, b.name));
+  barriers_.erase(it);
+  return true;
 }
 
 std::size_t barrier_set::prune(millis now, millis max_idle) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -121,6 +122,18 @@ class barrier_set {
   bool is_waiting(conn_id c) const { return where_.count(c) != 0; }
   /// Forgets barriers with nobody waiting whose last activity is older than max_idle.
   std::size_t prune(millis now, millis max_idle);
+  /// One barrier that nobody waits on, as forget() names it.
+  struct idle_barrier {
+    std::string scope, name;
+    std::uint64_t gen = 0;       ///< its open round's number
+    millis last_activity = 0;    ///< the time of its last input (the input's own)
+  };
+  /// Every barrier that nobody waits on (a store's time keeper picks from these).
+  std::vector<idle_barrier> idle_barriers() const;
+  /// With a store: forgets barrier b if nobody waits on it and nothing has
+  /// happened to it since b was read (the same round number and last
+  /// activity), whatever any clock says now. True when it went.
+  bool forget(const idle_barrier& b, output& out);
   std::size_t barrier_count() const { return barriers_.size(); }
   /// At most max barriers (0: no limit). A request for a new one past it first
   /// forgets one that nobody waits on and that was idle longer than
@@ -133,6 +146,10 @@ class barrier_set {
     max_barriers_ = max;
     keep_recent_ = keep_recent;
   }
+  /// With a store: at max barriers a new one is refused and none is forgotten
+  /// to make room, since what is "recent" would depend on a host's clock;
+  /// the store's time keeper forgets idle ones (forget()).
+  static constexpr millis never_forget = std::numeric_limits<millis>::max();
 
  private:
   struct member {

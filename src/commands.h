@@ -33,6 +33,9 @@ struct serve_options {
   std::size_t max_connections = 0;
   std::size_t max_per_address = 16384;
   std::size_t max_barriers = 65536;
+  /// Given on the command line: with a store, a host given a value other than
+  /// the store's refuses to start; one not given takes the store's (issue #31).
+  bool forget_after_given = false, max_barriers_given = false;
   std::optional<std::string> secret_file;
   bool insecure = false;
   bool no_munge = false;

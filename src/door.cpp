@@ -21,6 +21,8 @@ bool local_door::submit(const door_input& in, output& out, std::string& error) {
           state_.leave(i.c, i.how, i.now, out, i.timed_out);
         else if constexpr (std::is_same_v<T, input::prune>)
           state_.prune(i.now, i.max_idle);
+        else if constexpr (std::is_same_v<T, input::forget>)
+          state_.forget(i.which, out);
         else
           state_.shutdown(i.text, out);
       },

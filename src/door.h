@@ -51,13 +51,21 @@ struct prune {
   millis now;
   millis max_idle;
 };
+/// With a store: forget one idle barrier, if nothing happened to it since
+/// the store's time keeper saw it idle (barrier_set::forget). Carries no
+/// time: when a barrier is old enough is the keeper's to judge, on its own
+/// monotonic clock, so that no host's wall clock changes the state.
+struct forget {
+  barrier_set::idle_barrier which;
+};
 /// Tell everyone waiting that the host stops (SHUTDOWN :text), and forget them.
 struct shutdown {
   std::string text;
 };
 }  // namespace input
 
-using door_input = std::variant<input::arrive, input::decide, input::abort, input::leave, input::prune, input::shutdown>;
+using door_input = std::variant<input::arrive, input::decide, input::abort, input::leave, input::prune, input::forget,
+                                input::shutdown>;
 
 class door {
  public:

@@ -49,6 +49,7 @@
 #include "journal.h"
 #include "metrics.h"
 #include "private_files.h"
+#include "follower.h"
 #include "replica.h"
 #include "store_link.h"
 #include "text.h"
@@ -514,6 +515,7 @@ class server {
   void on_store_events(const std::vector<store::event>& evs);
   void on_fenced(const std::string& why);
   void on_catch_up(store::link::catch_up cu);
+  void act(std::vector<store::action> acts);
   void check_caught_up();
   void maybe_snapshot();
   /// Once this host has applied the store's log up to its own presence: accept.
@@ -521,6 +523,8 @@ class server {
   int exit_status() const { return exit_status_; }
   /// After open_store failed: whether TLS or etcd's authentication refused this host (exit 77, not 69).
   bool store_refused() const { return store_refused_; }
+  /// After open_store failed: whether this host's settings disagree with the store's (exit 2).
+  bool store_settings_refused() const { return store_settings_refused_; }
   void leave_store() {
     if (link_) link_->stop();
   }
@@ -531,15 +535,14 @@ class server {
   std::unique_ptr<store::link> link_;
   std::unique_ptr<store::link_door> link_door_;
   std::unique_ptr<store::replica> replica_;
+  std::unique_ptr<store::follower> follower_;  ///< the store's log, interpreted (pure)
   std::optional<std::string> store_secret_;
   store::layout keys_;
   std::string self_key_;
   std::int64_t registering_ = 0;  ///< the incarnation registered, until its presence is applied
-  bool caught_up_ = false, refencing_ = false, store_refused_ = false;
-  std::int64_t applied_rev_ = 0;     ///< the store's revision applied up to
-  std::size_t since_snapshot_ = 0;   ///< batches applied since the last snapshot
+  bool caught_up_ = false, refencing_ = false, store_refused_ = false, store_settings_refused_ = false;
   bool snapshot_pending_ = false;
-  std::int64_t replayed_upto_ = 0;   ///< starting over: events up to here were applied once already
+  duration forget_after_ = opts_.forget_after;  ///< with a store, the store's (its origin record)
   int exit_status_ = 0;
   // ---- end of the store
   std::unordered_map<conn_id, std::shared_ptr<session>> sessions_;
@@ -917,7 +920,12 @@ bool server::open_store(std::string& error) {
   ls.secret = store_secret_ ? &*store_secret_ : nullptr;
   ls.munge_key = opts_.store_munge;
   ls.snapshot_every = opts_.store_snapshot_every;
+  ls.shared = store::shared_settings{opts_.max_barriers,
+                                     std::chrono::duration_cast<std::chrono::milliseconds>(opts_.forget_after).count()};
+  ls.max_barriers_given = opts_.max_barriers_given;
+  ls.forget_after_given = opts_.forget_after_given;
   replica_ = std::make_unique<store::replica>(self_key_, state_);
+  follower_ = std::make_unique<store::follower>(ls.keys, self_key_, *replica_);
   store::link::callbacks cb;
   cb.post = [this](std::function<void()> f) { asio::post(io_, std::move(f)); };
   cb.events = [this](std::vector<store::event> evs) { on_store_events(evs); };
@@ -943,11 +951,17 @@ bool server::open_store(std::string& error) {
   if (!link_->start(error)) {
     error = fmt::format("cannot use the store {}: {}", *opts_.store, error);
     store_refused_ = link_->refused_access();
+    store_settings_refused_ = link_->refused_settings();
     link_.reset();
     return false;
   }
+  // Every host of the store runs by the store's settings (its origin record),
+  // and forgets nothing to make room: what is recent would be a clock's say.
+  state_.limit(link_->shared().max_barriers, barrier_set::never_forget);
+  forget_after_ = std::chrono::milliseconds(link_->shared().forget_after);
   // The key MUNGE gave (PREFIX/key), before any event of the watch is applied on this loop.
   if (!store_secret_ && link_->secret()) store_secret_ = *link_->secret();
+  follower_->set_secret(store_secret_ ? &*store_secret_ : nullptr);
   log(fmt::format("store: {}, inputs {}", *opts_.store,
                   !store_secret_ ? "without a MAC (--insecure)"
                   : opts_.store_munge ? "MACed with the job's key from MUNGE"
@@ -958,50 +972,36 @@ bool server::open_store(std::string& error) {
 }
 
 void server::on_store_events(const std::vector<store::event>& evs) {
-  write_batch batch(*this);
-  using kind = store::layout::parsed::kind;
-  for (const auto& ev : evs) {
-    auto k = keys_.parse(ev.now.key);
-    output out;
-    bool put = ev.what == store::event::type::put;
-    applied_rev_ = std::max(applied_rev_, ev.now.mod_revision);
-    if (k.what == kind::host && put) {
-      store::presence p;
-      if (!store::presence::parse(ev.now.value, p)) {
-        log(fmt::format("warning: store: {} holds no presence I understand; ignored", ev.now.key));
-        continue;
-      }
-      if (ev.now.version == 1) replica_->host_up(k.host, ev.now.create_revision, p);
-    } else if (k.what == kind::host) {
-      // The presence went (its lease expired, or its host left). Its end is
-      // applied where the gone key lands in the log, the same place on every host.
-      std::int64_t inc = ev.prev.create_revision ? ev.prev.create_revision : replica_->incarnation_of(k.host);
-      if (inc != 0) link_->mark_gone(k.host, inc, ev.prev.value);
-      if (k.host == self_key_ && inc == replica_->incarnation())
-        on_fenced("this host's presence in the store was deleted (its lease expired)");
-    } else if (k.what == kind::gone && put) {  // (written over when a forged one was there first)
-      std::string presence, error;
-      if (!store::open_gone(ev.now.key, ev.now.value, store_secret_ ? &*store_secret_ : nullptr, presence, error)) {
-        log(fmt::format("warning: store: {} not applied: {}", ev.now.key, error));
-        continue;
-      }
-      event(fmt::format("store: host {} left (incarnation {}); its participants of open rounds are withdrawn", k.host,
-                        k.inc));
-      replica_->host_down(k.host, k.inc, out);
-      deliver(out, ev.now.mod_revision <= replayed_upto_);
-    } else if (k.what == kind::input && put && ev.now.version == 1) {
-      std::string error;
-      if (!replica_->apply_batch(k.host, k.inc, k.seq, ev.now.key, ev.now.value, store_secret_ ? &*store_secret_ : nullptr,
-                                 out, error))
-        log(fmt::format("warning: store: {} not applied: {}", ev.now.key, error));
-      deliver(out, ev.now.mod_revision <= replayed_upto_);
-      ++since_snapshot_;
-    } else if (k.what == kind::snap && put) {
-      since_snapshot_ = 0;  // a snapshot was taken (by the host whose turn it is)
-    }
-  }
+  act(follower_->on_events(evs));
   check_caught_up();
   maybe_snapshot();
+}
+
+// Carries out what the follower made of the log, in its order.
+void server::act(std::vector<store::action> acts) {
+  write_batch batch(*this);
+  using kind = store::action::kind;
+  for (auto& a : acts) {
+    switch (a.what) {
+      case kind::deliver: deliver(a.out, a.replayed); break;
+      case kind::mark_gone: link_->mark_gone(a.host, a.inc, std::move(a.text)); break;
+      case kind::fenced: on_fenced(a.text); break;
+      case kind::close_all: {
+        log(a.text);
+        std::vector<std::shared_ptr<session>> all;
+        for (auto& [id, s] : sessions_) all.push_back(s);
+        for (auto& s : all) s->stop();
+        break;
+      }
+      case kind::fail:
+        log("error: store: " + a.text);
+        exit_status_ = exit_code::unreachable;
+        begin_shutdown("the store's snapshot is unusable");
+        return;
+      case kind::warn: log(a.text); break;
+      case kind::note: log(a.text); break;
+    }
+  }
 }
 
 void server::check_caught_up() {
@@ -1015,60 +1015,17 @@ void server::check_caught_up() {
 // others would write the same text): a host that starts later, or whose
 // watch meets a compacted revision, starts from it, and the keys it covers go.
 void server::maybe_snapshot() {
-  if (snapshot_pending_ || since_snapshot_ < opts_.store_snapshot_every || replica_->incarnation() == 0) return;
-  const auto& incs = replica_->incarnations();
-  if (incs.empty() || incs.begin()->first != self_key_ || !replica_->present(self_key_, replica_->incarnation())) return;
+  if (snapshot_pending_ || follower_->since_snapshot() < opts_.store_snapshot_every || !follower_->keeper()) return;
   snapshot_pending_ = true;
-  since_snapshot_ = 0;
-  link_->write_snapshot(applied_rev_, replica_->dump());
+  follower_->snapshot_taken();
+  link_->write_snapshot(follower_->applied(), replica_->dump());
 }
 
 // The state to start from: the newest snapshot and what followed it. After a
 // compacted revision this host may have missed replies for its own
-// participants, so it closes their connections first: they connect again and
-// arrive again, and each is told its round's outcome.
-void server::on_catch_up(store::link::catch_up cu) {
-  if (cu.again) {
-    log(fmt::format("warning: store: starting over from the snapshot at revision {}; closing {} connections, whose "
-                    "participants connect and arrive again",
-                    cu.snap_rev, sessions_.size()));
-    std::vector<std::shared_ptr<session>> all;
-    for (auto& [id, s] : sessions_) all.push_back(s);
-    for (auto& s : all) s->stop();
-  }
-  std::string error;
-  std::string text = cu.snapshot;
-  if (text.empty() && cu.again) {  // no snapshot yet: from the empty state
-    barrier_set empty;
-    text = store::replica(self_key_, empty).dump();
-  }
-  if (!text.empty() && !replica_->load(text, error)) {
-    log(fmt::format("error: store: cannot start from the snapshot at revision {}: {}", cu.snap_rev, error));
-    exit_status_ = exit_code::unreachable;
-    begin_shutdown("the store's snapshot is unusable");
-    return;
-  }
-  if (!cu.snapshot.empty())
-    log(fmt::format("store: started from the snapshot at revision {}, then {} events up to revision {}", cu.snap_rev,
-                    cu.events.size(), cu.revision));
-  replayed_upto_ = cu.again ? applied_rev_ : 0;
-  applied_rev_ = cu.snap_rev;
-  since_snapshot_ = 0;
-  on_store_events(cu.events);
-  replayed_upto_ = 0;
-  applied_rev_ = std::max(applied_rev_, cu.revision);
-  // Hosts present in the state whose presence is gone, with nobody left to
-  // say so (every host was down): mark their end now.
-  for (const auto& [h, inc] : replica_->incarnations()) {
-    bool live = std::any_of(cu.live.begin(), cu.live.end(), [&, h = std::cref(h), inc = inc](const store::kv& k) {
-      return keys_.parse(k.key).host == h.get() && k.create_revision == inc;
-    });
-    if (!live) {
-      auto p = replica_->hosts().find(h);
-      link_->mark_gone(h, inc, p == replica_->hosts().end() ? std::string() : p->second.format());
-    }
-  }
-}
+// participants, so it closes their connections first (the follower says so):
+// they connect again and arrive again, and each is told its round's outcome.
+void server::on_catch_up(store::link::catch_up cu) { act(follower_->on_catch_up(std::move(cu))); }
 
 void server::deliver(output& out, bool replayed) {
   if (replayed) {  // applied here once already, before a catch-up started over: not logged or counted twice
@@ -1307,13 +1264,19 @@ awaitable<void> server::prune_loop() {
     asio::error_code ec;
     // Checked four times per --forget-after (at most once a minute): a barrier
     // is forgotten within a quarter of it after it has been idle for it.
-    prune_timer_.expires_after(std::clamp<duration>(opts_.forget_after / 4, 100ms, std::chrono::minutes(1)));
+    prune_timer_.expires_after(std::clamp<duration>(forget_after_ / 4, 100ms, std::chrono::minutes(1)));
     co_await prune_timer_.async_wait(asio::redirect_error(use_awaitable, ec));
     if (ec || stopping_) break;
     output none;
     std::string error;
-    // With a store, forgetting is an input in the shared log like any other.
-    if (!link_ || state_.barrier_count() > 0) door_->submit(input::prune{now(), opts_.forget_after.count()}, none, error);
+    if (!link_) {
+      door_->submit(input::prune{now(), opts_.forget_after.count()}, none, error);
+      continue;
+    }
+    // With a store, one host keeps time (follower::tick, on its own monotonic
+    // clock) and writes each forget as an input: no host's wall clock decides.
+    auto mono = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start_);
+    for (auto& f : follower_->tick(mono.count(), forget_after_.count())) door_->submit(f, none, error);
   }
 }
 
@@ -1555,7 +1518,8 @@ int run_host(const host_options& o, std::string& error) {
   if (!srv.open_history(error)) return 2;  // after listen: a host that lost the race for the port leaves it alone
   if (o.on_bound)
     if (int rc = o.on_bound(error); rc != 0) return rc;
-  if (!srv.open_store(error)) return srv.store_refused() ? exit_code::auth : exit_code::unreachable;
+  if (!srv.open_store(error))
+    return srv.store_refused() ? exit_code::auth : srv.store_settings_refused() ? exit_code::usage : exit_code::unreachable;
   auto ready = [&] {
     srv.log(fmt::format("tfbarrier {} listening on {} (protocol {}, authentication: {}{})", tfb::version,
                         srv.address(), protocol_version,

@@ -21,6 +21,9 @@ struct host_options {
   std::size_t max_connections = 0;    ///< 0: as many as the file-descriptor limit allows
   std::size_t max_per_address = 16384;  ///< connections from one peer address
   std::size_t max_barriers = 65536;    ///< barriers held at once (barrier_set::limit)
+  /// With a store these two are the store's (its origin record): a host given
+  /// another value on its command line refuses to start (exit 2).
+  bool forget_after_given = false, max_barriers_given = false;
   std::optional<std::string> secret;  ///< shared secret: every client must authenticate (docs/security.md)
   bool munge = false;                 ///< MUNGE: every client must be this host's uid (docs/security.md)
   /// --insecure: no secret and no MUNGE, and anyone who can connect is served.

@@ -201,6 +201,8 @@ std::string encode(const door_input& in) {
           return fmt::format("L {} {} {} {}", m.c, m.now, proto::to_string(m.how), m.timed_out ? 1 : 0);
         else if constexpr (std::is_same_v<T, input::prune>)
           return fmt::format("P {} {}", m.now, m.max_idle);
+        else if constexpr (std::is_same_v<T, input::forget>)
+          return fmt::format("F {} {} {} {}", m.which.gen, m.which.last_activity, m.which.scope, m.which.name);
         else
           return {};  // shutdown: one host's own, not shared
       },
@@ -219,6 +221,15 @@ bool decode(std::string_view line, door_input& in, std::string& error) {
     input::prune p;
     if (!number(word(rest), p.now) || !number(word(rest), p.max_idle) || !rest.empty()) return fail("prune");
     in = p;
+    return true;
+  }
+  if (kind == "F") {
+    input::forget f;
+    if (!number(word(rest), f.which.gen) || !number(word(rest), f.which.last_activity)) return fail("forget");
+    f.which.scope = word(rest);
+    f.which.name = word(rest);
+    if (!proto::valid_name(f.which.scope) || !proto::valid_name(f.which.name) || !rest.empty()) return fail("forget");
+    in = f;
     return true;
   }
   conn_id c = 0;
@@ -397,8 +408,10 @@ void replica::apply(const std::string& h, std::int64_t inc, const door_input& in
       [&](const auto& m) {
         using T = std::decay_t<decltype(m)>;
         if constexpr (std::is_same_v<T, input::prune>) {
-          last_now_ = std::max(last_now_, m.now);
-          state_.prune(m.now, m.max_idle);
+          // State-machine version 2's forgetting, by the writer's clock: not
+          // applied (a skewed host forgot every barrier). input::forget is.
+        } else if constexpr (std::is_same_v<T, input::forget>) {
+          state_.forget(m.which, out);
         } else if constexpr (!std::is_same_v<T, input::shutdown>) {
           last_now_ = std::max(last_now_, m.now);
           conn_id rid = replica_id(h, inc, m.c);

@@ -28,7 +28,9 @@ namespace tfb::store {
 
 /// The rules' version: every host of a store must run the same (a host of
 /// another version is refused), since they must all reach the same state.
-constexpr int state_machine_version = 2;  // 2: a batch applied once per sequence (replays refused)
+// 2: a batch applied once per sequence (replays refused); 3: forgetting by
+// the time keeper's input (no wall clock), settings in the origin record.
+constexpr int state_machine_version = 3;
 
 /// The keys under a store's prefix.
 struct layout {

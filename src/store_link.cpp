@@ -226,7 +226,7 @@ bool link::ensure_origin(client& c, std::string& error) {
   // refused, rather than given a new key that the running hosts do not have.
   compare no_origin{compare::target::version, compare::op::equal, s_.keys.origin(), 0, {}};
   compare no_key{compare::target::version, compare::op::equal, s_.keys.key(), 0, {}};
-  op put_origin{op::type::put, s_.keys.origin(), fmt::format("tfbarrier store sm={}", state_machine_version), {}, 0};
+  op put_origin{op::type::put, s_.keys.origin(), format_origin(s_.shared), {}, 0};
   op put_key{op::type::put, s_.keys.key(), mine.format(), {}, 0};
   op read_origin{op::type::range, s_.keys.origin(), {}, {}, 0};
   op read_key{op::type::range, s_.keys.key(), {}, {}, 0};
@@ -244,7 +244,10 @@ bool link::ensure_origin(client& c, std::string& error) {
     error = "etcd answered the store's first transaction with what tfbarrier did not ask for";
     return false;
   }
-  if (!r.ranges[0].empty()) origin_rev_ = r.ranges[0][0].create_revision;
+  if (!r.ranges[0].empty()) {
+    origin_rev_ = r.ranges[0][0].create_revision;
+    if (!take_settings(r.ranges[0][0].value, error)) return false;
+  }
   key_record there;
   if (r.ranges[1].empty()) {
     error = fmt::format("the store's prefix {} holds barriers but no key record ({}): someone deleted it, or an "
@@ -270,6 +273,46 @@ bool link::ensure_origin(client& c, std::string& error) {
     access_refused_ = true;
     return false;
   }
+  return true;
+}
+
+/// The settings that change transitions are the store's (issue #31 item 1):
+/// a host that was given other values must not run by them (it would refuse
+/// a barrier that the others release), nor by the store's when its user asked
+/// for others; one that was not given them takes the store's.
+bool link::take_settings(std::string_view origin, std::string& error) {
+  int sm = 0;
+  shared_settings there;
+  if (!parse_origin(origin, sm, there)) {
+    error = fmt::format("{} does not hold an origin record of tfbarrier ('{}'): this prefix is not tfbarrier's, or "
+                        "was damaged: use another prefix for this job",
+                        s_.keys.origin(), origin.substr(0, 80));
+    settings_refused_ = true;
+    return false;
+  }
+  if (sm != state_machine_version) {
+    error = fmt::format("the store's prefix {} was made by a tfbarrier of state-machine version {}, and this one "
+                        "runs version {}: give this job another prefix",
+                        s_.keys.prefix, sm, state_machine_version);
+    settings_refused_ = true;
+    return false;
+  }
+  std::vector<std::string> differ;
+  if (s_.max_barriers_given && s_.shared.max_barriers != there.max_barriers)
+    differ.push_back(fmt::format("--max-barriers {} (this host) and {} (the store)", s_.shared.max_barriers,
+                                 there.max_barriers));
+  if (s_.forget_after_given && s_.shared.forget_after != there.forget_after)
+    differ.push_back(fmt::format("--forget-after {}ms (this host) and {}ms (the store)", s_.shared.forget_after,
+                                 there.forget_after));
+  if (!differ.empty()) {
+    error = fmt::format("this host's settings differ from those of the store's prefix {}, which its first host "
+                        "set and every host runs by: {}. Start it without them (it takes the store's), or give "
+                        "the job a new prefix to change them",
+                        s_.keys.prefix, fmt::join(differ, "; "));
+    settings_refused_ = true;
+    return false;
+  }
+  s_.shared = there;
   return true;
 }
 
@@ -569,47 +612,37 @@ bool link::read_catch_up(client& c, catch_up& out, std::string& error) {
     out.snapshot = std::move(text);
     out.snap_rev = rev;
   }
-  // Every host, input and end after the snapshot, as the watch brought them.
-  std::set<std::pair<std::string, std::int64_t>> live, mentioned;
-  std::map<std::pair<std::string, std::int64_t>, std::string> ended;
-  for (const auto& k : all) {
-    auto p = s_.keys.parse(k.key);
-    if (p.what == layout::parsed::kind::host) {
-      out.live.push_back(k);
-      live.emplace(p.host, k.create_revision);
-    }
-    if (k.mod_revision <= out.snap_rev) continue;
-    if (p.what == layout::parsed::kind::host || p.what == layout::parsed::kind::input ||
-        p.what == layout::parsed::kind::gone)
-      out.events.push_back(event{event::type::put, k, {}});
-    if (p.what == layout::parsed::kind::input) mentioned.emplace(p.host, p.inc);
-    if (p.what == layout::parsed::kind::gone) {
-      std::string presence, why;
-      if (open_gone(k.key, k.value, s_.secret, presence, why)) ended[{p.host, p.inc}] = presence;
+  // A key put again since its first version (someone else writes under the
+  // prefix) takes effect, as on the watch, at its create_revision with its
+  // first value: read it there while etcd still has it (follower.h).
+  for (auto& k : all) {
+    auto p = s_.keys.parse(k.key).what;
+    if (k.version <= 1 || k.create_revision <= out.snap_rev ||
+        (p != layout::parsed::kind::host && p != layout::parsed::kind::input && p != layout::parsed::kind::gone))
+      continue;
+    std::vector<kv> first;
+    std::int64_t at = 0;
+    std::string why;
+    if (c.range(k.key, {}, first, at, why, k.create_revision) && first.size() == 1 &&
+        first[0].create_revision == k.create_revision) {
+      k.value = std::move(first[0].value);
+    } else {
+      log(fmt::format("warning: store: {} was put again since revision {} and its first version cannot be read "
+                      "({}): this host uses the value it has now, which other hosts may not have applied",
+                      k.key, k.create_revision, why.empty() ? "not found" : why));
     }
   }
-  // A host that registered after the snapshot and has gone since: its
-  // presence key is no more, but its inputs and end are. It was present from
-  // its incarnation's revision on (that is what an incarnation is).
-  for (const auto& [h, inc] : mentioned) ended.try_emplace({h, inc}, std::string());
-  for (const auto& [hi, value] : ended) {
-    const auto& [h, inc] = hi;
-    if (inc <= out.snap_rev || live.count(hi)) continue;
-    kv k;
-    k.key = s_.keys.host(h);
-    k.create_revision = k.mod_revision = inc;
-    k.version = 1;
-    k.value = value.empty() ? presence{state_machine_version, h.substr(0, h.rfind(':')), {}, 0}.format() : value;
-    out.events.push_back(event{event::type::put, std::move(k), {}});
-  }
-  std::stable_sort(out.events.begin(), out.events.end(),
-                   [](const event& a, const event& b) { return a.now.mod_revision < b.now.mod_revision; });
+  catch_up_events(s_.keys, all, s_.secret, out);
   return true;
 }
 
 void link::watcher_loop() {
   const std::string from = s_.keys.prefix + "/";
   bool need_catch_up = true, again = false;
+  // Catch-up takes the events after the snapshot from etcd's history, as the
+  // live hosts saw them (catch_up::history); only when that is compacted from
+  // what the keys say now, which cannot show a key deleted since.
+  bool history = true, fresh = false, last_again = false;
   unsigned failures = 0;
   while (!stopping_) {
     std::string error;
@@ -620,14 +653,19 @@ void link::watcher_loop() {
         if (!sleep_for(retry_every)) return;
         continue;
       }
-      cu->again = again;
+      cu->again = last_again = again;
+      cu->history = history;
+      if (history) cu->events.clear();
       again = true;
       need_catch_up = false;
-      watch_from_ = cu->revision + 1;
+      fresh = history;
+      history = true;
+      watch_from_ = cu->history ? cu->snap_rev + 1 : cu->revision + 1;
       cb_.post([this, cu] { cb_.caught_up(std::move(*cu)); });
     }
-    auto end = watcher_c_->watch(from, prefix_end(from), watch_from_, [this](const std::vector<event>& evs) {
+    auto end = watcher_c_->watch(from, prefix_end(from), watch_from_, [this, &fresh](const std::vector<event>& evs) {
       if (!evs.empty()) watch_from_ = evs.back().now.mod_revision + 1;
+      fresh = false;
       cb_.post([this, evs] { cb_.events(evs); });
       return true;
     }, error);
@@ -638,9 +676,17 @@ void link::watcher_loop() {
       continue;
     }
     if (end == watch_end::compacted) {
-      log(fmt::format("warning: store: the history before revision {} was compacted; catching up from the newest "
-                      "snapshot",
-                      watch_from_));
+      if (fresh) {  // the history after the snapshot is compacted: from the keys as they are
+        log(fmt::format("store: the history after the snapshot (revision {}) was compacted; catching up from the "
+                        "keys as they are now",
+                        watch_from_ - 1));
+        history = false;
+        again = last_again;
+      } else {
+        log(fmt::format("warning: store: the history before revision {} was compacted; catching up from the newest "
+                        "snapshot",
+                        watch_from_));
+      }
       need_catch_up = true;
       continue;
     }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "store_name.h"
+#include "follower.h"
 #include "replica.h"
 #include "store_client.h"
 
@@ -60,18 +61,13 @@ class link {
     /// host makes it), and MAC with it. Without either, inputs carry no MAC.
     bool munge_key = false;
     std::size_t snapshot_every = 1000;    ///< batches applied between snapshots
+    /// The settings that change transitions, as this host was given them:
+    /// the first host writes them into the origin record; the others run
+    /// by the record's, and refuse to start when given another value.
+    shared_settings shared;
+    bool max_barriers_given = false, forget_after_given = false;
   };
-  /// What a host needs to start from (or start over from, after a compacted
-  /// revision): the newest whole snapshot and every event after it, read at
-  /// one revision (docs/store.md, "Catch-up").
-  struct catch_up {
-    std::string snapshot;       ///< the state at snap_rev ("" for none: from the empty state)
-    std::int64_t snap_rev = 0;
-    std::vector<event> events;  ///< after snap_rev, in revision order, as a watch would bring them
-    std::int64_t revision = 0;  ///< the store's revision read; the watch goes on after it
-    std::vector<kv> live;       ///< the presence keys at that revision
-    bool again = false;         ///< not the first: the watch met a compacted revision
-  };
+  using catch_up = store::catch_up;  ///< follower.h
   struct callbacks {
     std::function<void(std::function<void()>)> post;          ///< run on the event loop
     std::function<void(std::vector<event>)> events;           ///< the prefix's events, in revision order
@@ -109,11 +105,16 @@ class link {
   const std::string* secret() const { return s_.secret; }
   /// After start failed: whether TLS or etcd's authentication refused it (not reach).
   bool refused_access() const { return access_refused_; }
+  /// After start failed: whether this host's own settings disagree with the store's (a usage error).
+  bool refused_settings() const { return settings_refused_; }
+  /// After start: the settings every host of the store runs by (its origin record's).
+  const shared_settings& shared() const { return s_.shared; }
   /// Batches written, for the benchmark's "etcd writes per round".
   std::uint64_t batches_written() const { return written_; }
 
  private:
   bool ensure_origin(client& c, std::string& error);
+  bool take_settings(std::string_view origin, std::string& error);
   bool check_versions(client& c, std::string& error);
   bool take_sealed_key(const key_record& there, std::string& error);
   bool register_self(client& c, std::int64_t& lease, std::int64_t& inc, std::string& error);
@@ -156,6 +157,7 @@ class link {
   std::atomic<std::uint64_t> written_{0};
   std::int64_t origin_rev_ = 0;
   bool access_refused_ = false;
+  bool settings_refused_ = false;
   std::string munge_secret_;  ///< the key from MUNGE (settings::munge_key), set before the threads start
   std::int64_t watch_from_ = 0;  ///< watcher only
 };

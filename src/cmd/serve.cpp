@@ -384,6 +384,8 @@ int serve_with(const serve_options& o) {
   h.max_connections = o.max_connections;
   h.max_per_address = o.max_per_address;
   h.max_barriers = o.max_barriers;
+  h.max_barriers_given = o.max_barriers_given;
+  h.forget_after_given = o.forget_after_given;
   h.history = o.history;  // #21: arrival records, and their file (default beside the log)
   if (o.history > 0) {
     std::string file = o.history_file.value_or(default_history_file());
@@ -472,8 +474,10 @@ command_parser define_serve(CLI::App& app) {
                 "Append the log to FILE, made mode 0600; a symlink or another user's file is refused (default: "
                 "stderr; with --daemon ~/.tfbarrier/serve-NODE[-JOB].log, see FILES in the man page)");
   s->add_option("--idle-exit", v->idle_exit, "Exit after no barrier has been active for DUR")->check(duration_validator());
-  s->add_option("--forget-after", v->forget_after, "Forget idle barriers and aborts after DUR (default 1h, at least 1s)")
-      ->check(duration_validator(std::chrono::seconds(1)));
+  auto* forget_after = s->add_option("--forget-after", v->forget_after,
+                                     "Forget idle barriers and aborts after DUR (default 1h, at least 1s; with --store, "
+                                     "the store's: set by its first host)")
+                           ->check(duration_validator(std::chrono::seconds(1)));
   s->add_flag("-q,--quiet", serve.quiet, "Log only warnings, not every arrival and release");
   s->add_option("--state-dir", serve.state_dir,
                 "Journal verdicts and releases in DIR (flushed before they are acknowledged) and restore them at start")
@@ -482,9 +486,10 @@ command_parser define_serve(CLI::App& app) {
       ->transform(connection_limit_validator());
   s->add_option("--max-per-address", serve.max_per_address, "Refuse connections past N from one address (default 16384)")
       ->transform(connection_limit_validator());
-  s->add_option("--max-barriers", serve.max_barriers,
-                "Hold at most N barriers; past it, forget the longest idle (default 65536)")
-      ->transform(connection_limit_validator());
+  auto* max_barriers = s->add_option("--max-barriers", serve.max_barriers,
+                                     "Hold at most N barriers; past it, forget the longest idle (default 65536; with "
+                                     "--store, the store's: set by its first host, and past it a new one is refused)")
+                           ->transform(connection_limit_validator());
   s->add_flag("--self-started", serve.self_started, "(internal) started by a participant")->group("");
   s->add_option("--history", serve.history,
                 "Keep N arrival records for tfbarrier report, oldest rounds dropped first (default 1000000; 0: none)")
@@ -507,7 +512,9 @@ command_parser define_serve(CLI::App& app) {
       "  eval \"$(tfbarrier serve --daemon --idle-exit 1h)\"; ...; kill $TFBARRIER_PID\n"
       "  tfbarrier serve --metrics 127.0.0.1:9727      # Prometheus: GET http://127.0.0.1:9727/metrics\n"
       "  tfbarrier serve --metrics-textfile /var/lib/node_exporter/textfile/tfbarrier.prom\n");
-  return [v] {
+  return [v, forget_after, max_barriers] {
+    v->o.forget_after_given = forget_after->count() > 0;
+    v->o.max_barriers_given = max_barriers->count() > 0;
     set_duration(v->idle_exit, v->o.idle_exit);
     set_duration(v->forget_after, v->o.forget_after);
     set_duration(v->store_lease, v->o.store_lease);

@@ -1,0 +1,224 @@
+#include "follower.h"
+
+#include <algorithm>
+#include <charconv>
+#include <fmt/format.h>
+#include <set>
+
+namespace tfb::store {
+
+namespace {
+
+template <class T>
+bool number_of(std::string_view s, T& out) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && p == s.data() + s.size() && !s.empty();
+}
+
+}  // namespace
+
+std::string format_origin(const shared_settings& s) {
+  return fmt::format("tfbarrier store sm={} max-barriers={} forget-after={}", state_machine_version, s.max_barriers,
+                     s.forget_after);
+}
+
+bool parse_origin(std::string_view text, int& sm, shared_settings& out) {
+  constexpr std::string_view head = "tfbarrier store ";
+  if (!text.starts_with(head)) return false;
+  text.remove_prefix(head.size());
+  bool have_sm = false, have_max = false, have_forget = false;
+  while (!text.empty()) {
+    auto sp = text.find(' ');
+    std::string_view w = text.substr(0, sp);
+    text = sp == std::string_view::npos ? std::string_view() : text.substr(sp + 1);
+    auto eq = w.find('=');
+    if (eq == std::string_view::npos) return false;
+    std::string_view k = w.substr(0, eq), v = w.substr(eq + 1);
+    if (k == "sm")
+      have_sm = number_of(v, sm);
+    else if (k == "max-barriers")
+      have_max = number_of(v, out.max_barriers);
+    else if (k == "forget-after")
+      have_forget = number_of(v, out.forget_after) && out.forget_after > 0;
+    else
+      return false;
+  }
+  // Version 2 and older wrote the version alone; from 3 on, both settings.
+  return have_sm && (sm < 3 || (have_max && have_forget));
+}
+
+void catch_up_events(const layout& keys, const std::vector<kv>& all, const std::string* secret, catch_up& out) {
+  using kind = layout::parsed::kind;
+  std::set<std::pair<std::string, std::int64_t>> live, mentioned;
+  std::map<std::pair<std::string, std::int64_t>, std::string> ended;
+  for (const auto& k : all) {
+    auto p = keys.parse(k.key);
+    if (p.what == kind::host) {
+      out.live.push_back(k);
+      live.emplace(p.host, k.create_revision);
+    }
+    // A key takes effect at its create_revision (first_version): one made
+    // before the snapshot is in it, even if it was put again after.
+    if (k.create_revision <= out.snap_rev) continue;
+    if (p.what == kind::host || p.what == kind::input || p.what == kind::gone) {
+      kv first = k;
+      first.mod_revision = first.create_revision;
+      first.version = 1;
+      out.events.push_back(event{event::type::put, std::move(first), {}});
+    }
+    if (p.what == kind::input) mentioned.emplace(p.host, p.inc);
+    if (p.what == kind::gone) {
+      std::string presence, why;
+      if (open_gone(k.key, k.value, secret, presence, why)) ended[{p.host, p.inc}] = presence;
+    }
+  }
+  // A host that registered after the snapshot and has gone since: its
+  // presence key is no more, but its inputs and end are. It was present from
+  // its incarnation's revision on (that is what an incarnation is).
+  for (const auto& [h, inc] : mentioned) ended.try_emplace({h, inc}, std::string());
+  for (const auto& [hi, value] : ended) {
+    const auto& [h, inc] = hi;
+    if (inc <= out.snap_rev || live.count(hi)) continue;
+    kv k;
+    k.key = keys.host(h);
+    k.create_revision = k.mod_revision = inc;
+    k.version = 1;
+    k.value = value.empty() ? presence{state_machine_version, h.substr(0, h.rfind(':')), {}, 0}.format() : value;
+    out.events.push_back(event{event::type::put, std::move(k), {}});
+  }
+  std::stable_sort(out.events.begin(), out.events.end(),
+                   [](const event& a, const event& b) { return a.now.mod_revision < b.now.mod_revision; });
+}
+
+std::vector<action> follower::on_events(const std::vector<event>& evs) {
+  std::vector<action> acts;
+  for (const auto& ev : evs) apply(ev, acts);
+  return acts;
+}
+
+void follower::apply(const event& ev, std::vector<action>& acts) {
+  using kind = layout::parsed::kind;
+  auto k = keys_.parse(ev.now.key);
+  bool put = ev.what == event::type::put;
+  applied_rev_ = std::max(applied_rev_, ev.now.mod_revision);
+  auto warn = [&](std::string text) { acts.push_back(action{action::kind::warn, {}, false, {}, 0, std::move(text)}); };
+  if (put && (k.what == kind::host || k.what == kind::input || k.what == kind::gone) && !first_version(ev.now)) {
+    warn(fmt::format("warning: store: {} was put again (version {}); only its first version counts, on every host "
+                     "alike: someone else writes under this prefix",
+                     ev.now.key, ev.now.version));
+    return;
+  }
+  if (k.what == kind::host && put) {
+    presence p;
+    if (!presence::parse(ev.now.value, p)) {
+      warn(fmt::format("warning: store: {} holds no presence I understand; ignored", ev.now.key));
+      return;
+    }
+    r_.host_up(k.host, ev.now.create_revision, p);
+  } else if (k.what == kind::host) {
+    // The presence went (its lease expired, or its host left). Its end is
+    // applied where the gone key lands in the log, the same place on every host.
+    std::int64_t inc = ev.prev.create_revision ? ev.prev.create_revision : r_.incarnation_of(k.host);
+    if (inc != 0) acts.push_back(action{action::kind::mark_gone, {}, false, k.host, inc, ev.prev.value});
+    if (k.host == self_ && inc == r_.incarnation() && inc != 0)
+      acts.push_back(action{action::kind::fenced, {}, false, {}, 0,
+                            "this host's presence in the store was deleted (its lease expired)"});
+  } else if (k.what == kind::gone && put) {
+    std::string presence, error;
+    if (!open_gone(ev.now.key, ev.now.value, secret_, presence, error)) {
+      warn(fmt::format("warning: store: {} not applied: {}", ev.now.key, error));
+      return;
+    }
+    action a{action::kind::deliver, {}, ev.now.mod_revision <= replayed_upto_, {}, 0, {}};
+    a.out.log.push_back(fmt::format("store: host {} left (incarnation {}); its participants of open rounds are "
+                                    "withdrawn",
+                                    k.host, k.inc));
+    r_.host_down(k.host, k.inc, a.out);
+    acts.push_back(std::move(a));
+  } else if (k.what == kind::input && put) {
+    action a{action::kind::deliver, {}, ev.now.mod_revision <= replayed_upto_, {}, 0, {}};
+    std::string error;
+    if (!r_.apply_batch(k.host, k.inc, k.seq, ev.now.key, ev.now.value, secret_, a.out, error))
+      warn(fmt::format("warning: store: {} not applied: {}", ev.now.key, error));
+    acts.push_back(std::move(a));
+    ++since_snapshot_;
+  } else if (k.what == kind::snap && put) {
+    since_snapshot_ = 0;  // a snapshot was taken (by the host whose turn it is)
+  }
+}
+
+std::vector<action> follower::on_catch_up(catch_up cu) {
+  std::vector<action> acts;
+  if (cu.again)
+    acts.push_back(action{action::kind::close_all, {}, false, {}, 0,
+                          fmt::format("warning: store: starting over from the snapshot at revision {}; closing every "
+                                      "connection, whose participants connect and arrive again",
+                                      cu.snap_rev)});
+  std::string error;
+  std::string text = cu.snapshot;
+  if (text.empty() && cu.again) {  // no snapshot yet: from the empty state
+    barrier_set empty;
+    text = replica(self_, empty).dump();
+  }
+  if (!text.empty() && !r_.load(text, error)) {
+    acts.push_back(action{action::kind::fail, {}, false, {}, 0,
+                          fmt::format("cannot start from the snapshot at revision {}: {}", cu.snap_rev, error)});
+    return acts;
+  }
+  if (!cu.snapshot.empty())
+    acts.push_back(action{action::kind::note, {}, false, {}, 0,
+                          fmt::format("store: started from the snapshot at revision {}, then {} events up to "
+                                      "revision {}",
+                                      cu.snap_rev, cu.events.size(), cu.revision)});
+  replayed_upto_ = cu.again ? applied_rev_ : 0;
+  applied_rev_ = cu.snap_rev;
+  since_snapshot_ = 0;
+  idle_.clear();
+  if (!cu.history) {
+    for (const auto& ev : cu.events) apply(ev, acts);
+    replayed_upto_ = 0;
+    applied_rev_ = std::max(applied_rev_, cu.revision);
+  }
+  // Hosts present in the state whose presence is gone, with nobody left to
+  // say so (every host was down): mark their end now.
+  for (const auto& [h, inc] : r_.incarnations()) {
+    bool live = std::any_of(cu.live.begin(), cu.live.end(), [&, h = std::cref(h), inc = inc](const kv& k) {
+      return keys_.parse(k.key).host == h.get() && k.create_revision == inc;
+    });
+    if (live) continue;
+    auto p = r_.hosts().find(h);
+    acts.push_back(action{action::kind::mark_gone, {}, false, h, inc,
+                          p == r_.hosts().end() ? std::string() : p->second.format()});
+  }
+  return acts;
+}
+
+bool follower::keeper() const {
+  const auto& incs = r_.incarnations();
+  return r_.incarnation() != 0 && !incs.empty() && incs.begin()->first == self_ &&
+         r_.present(self_, r_.incarnation());
+}
+
+std::vector<input::forget> follower::tick(millis mono_now, millis forget_after) {
+  std::vector<input::forget> out;
+  if (!keeper()) {
+    idle_.clear();
+    return out;
+  }
+  decltype(idle_) next;
+  for (auto& b : r_.state().idle_barriers()) {
+    std::pair<std::string, std::string> k{b.scope, b.name};
+    seen s{b.gen, b.last_activity, mono_now};
+    auto it = idle_.find(k);
+    if (it != idle_.end() && it->second.gen == b.gen && it->second.last_activity == b.last_activity) s = it->second;
+    if (mono_now - s.since >= forget_after) {
+      out.push_back(input::forget{std::move(b)});
+      s.since = mono_now;  // asked: again after another forget_after, should the input be lost
+    }
+    next.emplace(std::move(k), s);
+  }
+  idle_.swap(next);
+  return out;
+}
+
+}  // namespace tfb::store

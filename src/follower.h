@@ -1,0 +1,129 @@
+#pragma once
+// What a host of a store does with the store's log (issue #31, docs/store.md):
+// pure, like replica. Events in (the watch's, or a catch-up's), actions out
+// (replies to deliver, host ends to mark, a fence noticed, lines to log), as
+// etcd's raft library returns a Ready. No sockets, no threads, no clocks: the
+// host passes its monotonic time to tick(). The rules live here once, for
+// the watch and for catch-up alike, so tests can run many hosts in memory
+// against a simulated etcd (tests/unit/follower_test.cpp).
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "replica.h"
+#include "store_client.h"
+
+namespace tfb::store {
+
+/// The settings that change a transition (issue #31 item 1): the first host
+/// writes them into the origin record, and every host of the prefix runs by
+/// those, whatever its own command line says.
+struct shared_settings {
+  std::size_t max_barriers = 10000;  ///< serve --max-barriers
+  millis forget_after = 600000;      ///< serve --forget-after, in ms
+  bool operator==(const shared_settings&) const = default;
+};
+/// PREFIX/origin's value: "tfbarrier store sm=V max-barriers=N forget-after=MS".
+std::string format_origin(const shared_settings& s);
+/// Reads an origin record; false when it is not one. A record of state-machine
+/// version 2 or older has no settings: sm says which version wrote it.
+bool parse_origin(std::string_view text, int& sm, shared_settings& out);
+
+/// The one rule for the watch and for catch-up: a key under host/, in/ or
+/// gone/ takes effect once, at its first version (its create_revision), with
+/// that version's value. A later version (someone put the key again, with the
+/// same bytes or not) changes nothing; a key deleted and put again is a new
+/// key, and the batch rules (a sequence applied once) refuse a replay.
+inline bool first_version(const kv& k) { return k.version == 1; }
+
+/// What a host starts from (or starts over from, after a compacted revision):
+/// the newest whole snapshot and every event after it, read at one revision
+/// (docs/store.md, "Catch-up").
+struct catch_up {
+  std::string snapshot;       ///< the state at snap_rev ("" for none: from the empty state)
+  std::int64_t snap_rev = 0;
+  std::vector<event> events;  ///< after snap_rev, in revision order, as a watch would bring them
+  std::int64_t revision = 0;  ///< the store's revision read; the watch goes on after it
+  std::vector<kv> live;       ///< the presence keys at that revision
+  bool again = false;         ///< not the first: the watch met a compacted revision
+  /// The events after the snapshot come through the watch, from snap_rev + 1:
+  /// etcd replays its history, deletes included, exactly as the hosts that
+  /// watched live saw it (events is empty). False when that history is
+  /// compacted: then events holds what the keys at revision say (below).
+  bool history = false;
+};
+/// Catch-up's events from every key under the prefix read at one revision.
+/// Each key whose version is past 1 must already hold its first version's
+/// value (read at its create_revision: link::read_catch_up), so that every
+/// key takes effect where and as the watch applied it: at its create_revision.
+/// Sets out.events and out.live; out.snap_rev is the snapshot's revision.
+void catch_up_events(const layout& keys, const std::vector<kv>& all, const std::string* secret, catch_up& out);
+
+struct action {
+  enum class kind {
+    deliver,    ///< out: replies, log lines and records of applied inputs (replayed: applied once already)
+    mark_gone,  ///< write host's end (incarnation inc, presence text) if nobody has yet
+    fenced,     ///< this host's own presence went: text says why
+    close_all,  ///< starting over: close every connection (its participants arrive again)
+    fail,       ///< cannot go on: text says why
+    warn,       ///< a warning for the log
+    note,       ///< an event for the log
+  } what = kind::note;
+  output out;
+  bool replayed = false;
+  std::string host;
+  std::int64_t inc = 0;
+  std::string text;
+};
+
+class follower {
+ public:
+  /// self: this host's key name; r: its replica (whose barrier_set the host serves).
+  follower(layout keys, std::string self, replica& r) : keys_(std::move(keys)), self_(std::move(self)), r_(r) {}
+  /// The key that MACs the prefix's inputs (null: none), once known.
+  void set_secret(const std::string* secret) { secret_ = secret; }
+  /// The watch's events, in revision order.
+  std::vector<action> on_events(const std::vector<event>& evs);
+  /// A catch-up read: load its snapshot (or the empty state when starting
+  /// over without one), apply its events (or await them from the watch:
+  /// catch_up::history), and mark the end of every host present in the state
+  /// with no presence now.
+  std::vector<action> on_catch_up(catch_up cu);
+  /// The revision applied up to.
+  std::int64_t applied() const { return applied_rev_; }
+  /// Batches applied since the last snapshot.
+  std::size_t since_snapshot() const { return since_snapshot_; }
+  /// Whether this host is the one that takes snapshots and keeps time: the
+  /// present host with the smallest name (every host computes the same).
+  bool keeper() const;
+  /// The snapshot was taken (here): count again from 0.
+  void snapshot_taken() { since_snapshot_ = 0; }
+
+  /// The time keeper's round (issue #31 item 2): mono_now is this host's
+  /// monotonic clock. A barrier is idle from when this host saw it idle
+  /// with its last input applied; once idle for forget_after, a forget
+  /// input is returned for the host to write (once). Not the keeper: none,
+  /// and what was seen is dropped (a new keeper measures from its own view).
+  std::vector<input::forget> tick(millis mono_now, millis forget_after);
+
+ private:
+  void apply(const event& ev, std::vector<action>& acts);
+
+  layout keys_;
+  std::string self_;
+  replica& r_;
+  const std::string* secret_ = nullptr;
+  std::int64_t applied_rev_ = 0;
+  std::int64_t replayed_upto_ = 0;  ///< starting over: events up to here were applied once already
+  std::size_t since_snapshot_ = 0;
+  struct seen {
+    std::uint64_t gen = 0;
+    millis last_activity = 0;
+    millis since = 0;  ///< on the keeper's monotonic clock: seen idle (or last asked) then
+  };
+  std::map<std::pair<std::string, std::string>, seen> idle_;  ///< the keeper's view
+};
+
+}  // namespace tfb::store
