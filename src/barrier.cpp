@@ -598,6 +598,12 @@ void barrier_set::shutdown(std::string_view text, output& out) {
   where_.clear();
 }
 
+namespace {
+// With a store, a time in the state may come from another host's clock,
+// ahead of this one's: an age is never negative (the protocol's are counts).
+millis age(millis now, millis since) { return now > since ? now - since : 0; }
+}  // namespace
+
 proto::status_reply barrier_set::status(const proto::status_req& s, millis now) const {
   proto::status_reply out;
   auto describe_round = [&](const barrier& b, const round& r, proto::round_state state) {
@@ -610,7 +616,7 @@ proto::status_reply barrier_set::status(const proto::status_req& s, millis now) 
     info.arrived = static_cast<std::uint32_t>(r.members.size());
     info.chief = r.chief.has_value();
     info.v = r.v;
-    info.age_ms = now - r.opened;
+    info.age_ms = age(now, r.opened);
     bool all_ranked = true;
     std::vector<std::uint32_t> ranks;
     for (const auto& [c, m] : r.members) {
@@ -619,13 +625,13 @@ proto::status_reply barrier_set::status(const proto::status_req& s, millis now) 
       else
         all_ranked = false;
       if (s.detail && info.members.size() < proto::max_member_lines)
-        info.members.push_back({m.rank, m.host, m.pid, m.chief, now - m.since, vias_[m.via]});
+        info.members.push_back({m.rank, m.host, m.pid, m.chief, age(now, m.since), vias_[m.via]});
     }
     std::sort(info.members.begin(), info.members.end(), [](const auto& x, const auto& y) {
       return x.rank.value_or(UINT32_MAX) < y.rank.value_or(UINT32_MAX);
     });
     if (s.detail)
-      for (const gone& g : r.departed) info.gone.push_back({g.rank, g.host, g.pid, g.how, now - g.when});
+      for (const gone& g : r.departed) info.gone.push_back({g.rank, g.host, g.pid, g.how, age(now, g.when)});
     if (r.n && all_ranked) {
       std::sort(ranks.begin(), ranks.end());
       std::vector<std::uint32_t> missing;
@@ -650,7 +656,7 @@ proto::status_reply barrier_set::status(const proto::status_req& s, millis now) 
       info.gen = b.aborted_gen;
       info.state = proto::round_state::aborted;
       info.reason = b.abort_reason;
-      info.age_ms = now - b.last_activity;
+      info.age_ms = age(now, b.last_activity);
       out.barriers.push_back(std::move(info));
       continue;
     }

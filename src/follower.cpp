@@ -167,9 +167,12 @@ std::vector<action> follower::on_catch_up(catch_up cu) {
   }
   if (!cu.snapshot.empty())
     acts.push_back(action{action::kind::note, {}, false, {}, 0,
-                          fmt::format("store: started from the snapshot at revision {}, then {} events up to "
-                                      "revision {}",
-                                      cu.snap_rev, cu.events.size(), cu.revision)});
+                          cu.history ? fmt::format("store: started from the snapshot at revision {}, then etcd's "
+                                                   "history after it",
+                                                   cu.snap_rev)
+                                     : fmt::format("store: started from the snapshot at revision {}, then {} events "
+                                                   "up to revision {}",
+                                                   cu.snap_rev, cu.events.size(), cu.revision)});
   replayed_upto_ = cu.again ? applied_rev_ : 0;
   applied_rev_ = cu.snap_rev;
   since_snapshot_ = 0;

@@ -1025,7 +1025,11 @@ void server::maybe_snapshot() {
 // compacted revision this host may have missed replies for its own
 // participants, so it closes their connections first (the follower says so):
 // they connect again and arrive again, and each is told its round's outcome.
-void server::on_catch_up(store::link::catch_up cu) { act(follower_->on_catch_up(std::move(cu))); }
+void server::on_catch_up(store::link::catch_up cu) {
+  act(follower_->on_catch_up(std::move(cu)));
+  check_caught_up();
+  maybe_snapshot();
+}
 
 void server::deliver(output& out, bool replayed) {
   if (replayed) {  // applied here once already, before a catch-up started over: not logged or counted twice

@@ -660,7 +660,8 @@ void link::watcher_loop() {
       need_catch_up = false;
       fresh = history;
       history = true;
-      watch_from_ = cu->history ? cu->snap_rev + 1 : cu->revision + 1;
+      // Nothing of the prefix precedes its origin: with no snapshot, its history starts there.
+      watch_from_ = cu->history ? std::max(cu->snap_rev + 1, origin_rev_) : cu->revision + 1;
       cb_.post([this, cu] { cb_.caught_up(std::move(*cu)); });
     }
     auto end = watcher_c_->watch(from, prefix_end(from), watch_from_, [this, &fresh](const std::vector<event>& evs) {

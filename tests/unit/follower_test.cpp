@@ -159,6 +159,18 @@ TEST(Follower, OneHostKeepsTimeOnItsOwnClockAndNoInputsTimeForgetsABarrier) {
   EXPECT_EQ(t.a.r.dump(), t.b.r.dump());
 }
 
+TEST(Follower, StatusOfAnArrivalFromAHostAheadShowsNoNegativeAge) {
+  // Found by store.bats with libfaketime: age_ms=-3584564, which no client parses.
+  two_hosts t;
+  t.write(false, {arrival(1, "e", 2, 0, 3'600'000)});  // B: an hour ahead
+  auto st = t.a.state.status(proto::status_req{"*", "e", true}, 1000);
+  ASSERT_EQ(st.barriers.size(), 1u);
+  EXPECT_EQ(st.barriers[0].age_ms, 0);
+  ASSERT_EQ(st.barriers[0].members.size(), 1u);
+  EXPECT_EQ(st.barriers[0].members[0].age_ms, 0);
+  EXPECT_EQ(proto::format_reply(st).find("=-"), std::string::npos) << proto::format_reply(st);
+}
+
 TEST(Follower, AForgetWrittenBeforeANewArrivalIsAppliedChangesNothing) {
   two_hosts t;
   t.write(true, {arrival(1, "e", 2, 0, 1000), arrival(2, "e", 2, 1, 1000)});  // released
