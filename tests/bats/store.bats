@@ -677,8 +677,8 @@ for kv in json.load(sys.stdin).get("kvs", []):
 # OFFSET (libfaketime). A round of k is released, its last arrival through host 0.
 clock_skew() {
   store_host 0 --forget-after 3s
-  HOST_WRAP=(env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 FAKETIME="$1" FAKETIME_DONT_RESET=1)
-  store_host 1
+  HOST_WRAP=(env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 FAKETIME="$1" FAKETIME_DONT_FAKE_MONOTONIC=1)
+  store_host 1 --forget-after 3s
   HOST_WRAP=()
   # Host 1's log is an hour off: the clock it writes into its inputs is.
   local want
