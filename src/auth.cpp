@@ -50,6 +50,11 @@ std::string make_nonce() {
   return to_hex(buf, sizeof buf);
 }
 
+std::string sha256_hex(std::string_view msg) {
+  crypto::digest d = crypto::sha256_of(msg);
+  return to_hex(d.data(), d.size());
+}
+
 std::string hmac_hex(std::string_view key, std::string_view msg) {
   crypto::digest d = crypto::hmac_sha256(key, msg);
   return to_hex(d.data(), d.size());

@@ -19,6 +19,8 @@ void fill_random(void* out, std::size_t size);
 std::string make_nonce();
 /// HMAC-SHA-256(key, msg), hex-encoded (64 chars).
 std::string hmac_hex(std::string_view key, std::string_view msg);
+/// SHA-256 of msg, in hex (a store's digest of its state).
+std::string sha256_hex(std::string_view msg);
 /// Constant-time comparison.
 bool equal(std::string_view a, std::string_view b);
 

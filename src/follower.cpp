@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <set>
 
+#include "auth.h"
+
 namespace tfb::store {
 
 namespace {
@@ -90,6 +92,69 @@ void catch_up_events(const layout& keys, const std::vector<kv>& all, const std::
                    [](const event& a, const event& b) { return a.now.mod_revision < b.now.mod_revision; });
 }
 
+std::string seal_digest(std::string_view key, std::string_view hex, const std::string* secret) {
+  std::string out = fmt::format("D {}", hex);
+  if (secret) out += " mac=" + auth::hmac_hex(*secret, std::string(key) + "\n" + out);
+  return out;
+}
+
+bool open_digest(std::string_view key, std::string_view value, const std::string* secret, std::string& hex,
+                 std::string& error) {
+  std::string_view body = value;
+  if (secret) {
+    auto at = value.rfind(" mac=");
+    if (at == std::string_view::npos ||
+        !auth::equal(value.substr(at + 5), auth::hmac_hex(*secret, std::string(key) + "\n" + std::string(value.substr(0, at))))) {
+      error = "a digest without this job's MAC (written by someone without its secret)";
+      return false;
+    }
+    body = value.substr(0, at);
+  }
+  if (!body.starts_with("D ") || body.size() != 2 + 64 ||
+      body.substr(2).find_first_not_of("0123456789abcdef") != std::string_view::npos) {
+    error = "not a digest";
+    return false;
+  }
+  hex = body.substr(2);
+  return true;
+}
+
+// Another host's digest of the state after revision R, which this host has
+// applied too (the key was written after R): the same log must give the same
+// state. A host that differs from the time keeper (the snapshots' writer)
+// starts over from the newest snapshot, once per snapshot; the keeper, or a
+// host that has started over from that snapshot already, says so only.
+void follower::compare_digest(const layout::parsed& k, const event& ev, std::vector<action>& acts) {
+  std::string hex, error;
+  if (k.host == self_) return;
+  if (!open_digest(ev.now.key, ev.now.value, secret_, hex, error)) {
+    acts.push_back(action{action::kind::warn, {}, false, {}, 0,
+                          fmt::format("warning: store: {} not compared: {}", ev.now.key, error)});
+    return;
+  }
+  auto mine = own_.find(k.inc);
+  if (mine == own_.end()) return;
+  ++compared_;
+  if (mine->second == hex) return;
+  ++diverged_;
+  const auto& incs = r_.incarnations();
+  bool from_keeper = !incs.empty() && incs.begin()->first == k.host && !keeper();
+  bool again = from_keeper && newest_snap_ > started_from_;
+  acts.push_back(action{
+      action::kind::diverged, {}, false, k.host, again ? 1 : 0,
+      fmt::format("error: store: this host's state after revision {} differs from host {}'s (digest {} here, {} "
+                  "there): the hosts no longer agree on the barriers, so their participants may get different "
+                  "outcomes. {}",
+                  k.inc, k.host, mine->second.substr(0, 16), hex.substr(0, 16),
+                  again ? fmt::format("Starting over from the newest snapshot (revision {}), which host {} wrote",
+                                      newest_snap_, k.host)
+                  : from_keeper ? std::string("This host started over from the newest snapshot already: check "
+                                              "who else writes under the prefix, and that every host runs the same "
+                                              "tfbarrier")
+                                : std::string("The host that differs from the snapshots' writer starts over"))});
+  if (again) started_from_ = newest_snap_;
+}
+
 std::vector<action> follower::on_events(const std::vector<event>& evs) {
   std::vector<action> acts;
   for (const auto& ev : evs) apply(ev, acts);
@@ -136,14 +201,27 @@ void follower::apply(const event& ev, std::vector<action>& acts) {
     r_.host_down(k.host, k.inc, a.out);
     acts.push_back(std::move(a));
   } else if (k.what == kind::input && put) {
-    action a{action::kind::deliver, {}, ev.now.mod_revision <= replayed_upto_, {}, 0, {}};
+    bool a_replayed = ev.now.mod_revision <= replayed_upto_;  // applied once already: its digest was written
+    action a{action::kind::deliver, {}, a_replayed, {}, 0, {}};
     std::string error;
-    if (!r_.apply_batch(k.host, k.inc, k.seq, ev.now.key, ev.now.value, secret_, a.out, error))
-      warn(fmt::format("warning: store: {} not applied: {}", ev.now.key, error));
+    bool applied = r_.apply_batch(k.host, k.inc, k.seq, ev.now.key, ev.now.value, secret_, a.out, error);
+    if (!applied) warn(fmt::format("warning: store: {} not applied: {}", ev.now.key, error));
     acts.push_back(std::move(a));
     ++since_snapshot_;
+    if (applied && r_.batches() % digest_every_ == 0 && !a_replayed) {
+      // Every k batches of the log: the same revision on every host.
+      action d{action::kind::digest, {}, false, {}, ev.now.mod_revision, {}};
+      d.state = r_.dump();
+      d.text = auth::sha256_hex(d.state);
+      own_[d.inc] = d.text;
+      while (own_.size() > 16) own_.erase(own_.begin());
+      acts.push_back(std::move(d));
+    }
   } else if (k.what == kind::snap && put) {
     since_snapshot_ = 0;  // a snapshot was taken (by the host whose turn it is)
+    newest_snap_ = std::max(newest_snap_, k.inc);
+  } else if (k.what == kind::digest && put) {
+    compare_digest(k, ev, acts);
   }
 }
 
@@ -175,6 +253,8 @@ std::vector<action> follower::on_catch_up(catch_up cu) {
                                                    cu.snap_rev, cu.events.size(), cu.revision)});
   replayed_upto_ = cu.again ? applied_rev_ : 0;
   applied_rev_ = cu.snap_rev;
+  newest_snap_ = std::max(newest_snap_, cu.snap_rev);
+  started_from_ = cu.snap_rev;
   since_snapshot_ = 0;
   idle_.clear();
   if (!cu.history) {

@@ -70,13 +70,22 @@ struct action {
     fail,       ///< cannot go on: text says why
     warn,       ///< a warning for the log
     note,       ///< an event for the log
+    digest,     ///< write this host's digest (text) of the state after revision inc; state: that state's dump
+    diverged,   ///< this host's state differs from another's (text says how); inc 1: start over from the newest snapshot
   } what = kind::note;
   output out;
   bool replayed = false;
   std::string host;
   std::int64_t inc = 0;
   std::string text;
+  std::string state;  ///< digest: the dump it hashes (the keeper writes it as the snapshot at inc)
 };
+
+/// A digest key's value: "D HEX" (HEX: SHA-256 of replica::dump), and with a
+/// secret " mac=HMAC" of the key and it. open_digest: false unless well formed and its MAC right.
+std::string seal_digest(std::string_view key, std::string_view hex, const std::string* secret);
+bool open_digest(std::string_view key, std::string_view value, const std::string* secret, std::string& hex,
+                 std::string& error);
 
 class follower {
  public:
@@ -100,6 +109,12 @@ class follower {
   bool keeper() const;
   /// The snapshot was taken (here): count again from 0.
   void snapshot_taken() { since_snapshot_ = 0; }
+  /// Every k batches of the log (replica::batches), each host writes a digest
+  /// of its state, and the time keeper a snapshot of it (issue #31 item 4).
+  void set_digest_every(std::uint64_t k) { digest_every_ = k == 0 ? 1 : k; }
+  /// Digests compared with another host's, and found to differ.
+  std::uint64_t digests_compared() const { return compared_; }
+  std::uint64_t divergences() const { return diverged_; }
 
   /// The time keeper's round (issue #31 item 2): mono_now is this host's
   /// monotonic clock. A barrier is idle from when this host saw it idle
@@ -124,6 +139,11 @@ class follower {
     millis since = 0;  ///< on the keeper's monotonic clock: seen idle (or last asked) then
   };
   std::map<std::pair<std::string, std::string>, seen> idle_;  ///< the keeper's view
+  std::uint64_t digest_every_ = 1000;
+  std::map<std::int64_t, std::string> own_;  ///< this host's last digests, by revision
+  std::int64_t newest_snap_ = 0, started_from_ = -1;
+  std::uint64_t compared_ = 0, diverged_ = 0;
+  void compare_digest(const layout::parsed& k, const event& ev, std::vector<action>& acts);
 };
 
 }  // namespace tfb::store

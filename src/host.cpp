@@ -517,7 +517,6 @@ class server {
   void on_catch_up(store::link::catch_up cu);
   void act(std::vector<store::action> acts);
   void check_caught_up();
-  void maybe_snapshot();
   /// Once this host has applied the store's log up to its own presence: accept.
   std::function<void()> on_caught_up;
   int exit_status() const { return exit_status_; }
@@ -926,6 +925,7 @@ bool server::open_store(std::string& error) {
   ls.forget_after_given = opts_.forget_after_given;
   replica_ = std::make_unique<store::replica>(self_key_, state_);
   follower_ = std::make_unique<store::follower>(ls.keys, self_key_, *replica_);
+  follower_->set_digest_every(opts_.store_snapshot_every);
   store::link::callbacks cb;
   cb.post = [this](std::function<void()> f) { asio::post(io_, std::move(f)); };
   cb.events = [this](std::vector<store::event> evs) { on_store_events(evs); };
@@ -974,7 +974,6 @@ bool server::open_store(std::string& error) {
 void server::on_store_events(const std::vector<store::event>& evs) {
   act(follower_->on_events(evs));
   check_caught_up();
-  maybe_snapshot();
 }
 
 // Carries out what the follower made of the log, in its order.
@@ -1000,6 +999,22 @@ void server::act(std::vector<store::action> acts) {
         return;
       case kind::warn: log(a.text); break;
       case kind::note: log(a.text); break;
+      case kind::digest: {
+        // Every k batches: this host's digest, and from the time keeper a
+        // snapshot of the same state (the revision the digests compare).
+        auto key = keys_.digest(a.inc, self_key_);
+        link_->write_digest(a.inc, store::seal_digest(key, a.text, store_secret_ ? &*store_secret_ : nullptr));
+        if (follower_->keeper() && !snapshot_pending_) {
+          snapshot_pending_ = true;
+          link_->write_snapshot(a.inc, std::move(a.state));
+        }
+        break;
+      }
+      case kind::diverged:
+        log(a.text);
+        ++metrics_.counters.store_divergences;
+        if (a.inc) link_->start_over();
+        break;
     }
   }
 }
@@ -1011,15 +1026,6 @@ void server::check_caught_up() {
   asio::co_spawn(io_, accept_loop(), asio::detached);
 }
 
-// Now and then the host with the smallest name writes the whole state (the
-// others would write the same text): a host that starts later, or whose
-// watch meets a compacted revision, starts from it, and the keys it covers go.
-void server::maybe_snapshot() {
-  if (snapshot_pending_ || follower_->since_snapshot() < opts_.store_snapshot_every || !follower_->keeper()) return;
-  snapshot_pending_ = true;
-  follower_->snapshot_taken();
-  link_->write_snapshot(follower_->applied(), replica_->dump());
-}
 
 // The state to start from: the newest snapshot and what followed it. After a
 // compacted revision this host may have missed replies for its own
@@ -1028,7 +1034,6 @@ void server::maybe_snapshot() {
 void server::on_catch_up(store::link::catch_up cu) {
   act(follower_->on_catch_up(std::move(cu)));
   check_caught_up();
-  maybe_snapshot();
 }
 
 void server::deliver(output& out, bool replayed) {

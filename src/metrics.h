@@ -39,6 +39,7 @@ struct counters {
   std::uint64_t aborted = 0;     ///< rounds ended by ABORT
   std::uint64_t timed_out = 0;   ///< participants that gave up at their --timeout (count_timeout)
   std::uint64_t auth_failures = 0;
+  std::uint64_t store_divergences = 0;  ///< a store's host found its state differs from another's (digests)
   /// First to last arrival of a released round.
   histogram<12> spread{{0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}};
   /// From reading the request that released a round (its last arrival, or

@@ -70,6 +70,10 @@ std::string layout::input(std::string_view h, std::int64_t inc, std::uint64_t se
 
 std::string layout::gone(std::string_view h, std::int64_t inc) const { return fmt::format("{}{}/{}", gones(), h, inc); }
 
+std::string layout::digest(std::int64_t rev, std::string_view h) const {
+  return fmt::format("{}{:016x}/{}", digests(), rev, h);
+}
+
 std::string layout::snap(std::int64_t rev) const { return fmt::format("{}{:016x}", snaps(), rev); }
 
 std::string layout::snap_chunk(std::int64_t rev, std::size_t i) const {
@@ -104,6 +108,16 @@ layout::parsed layout::parse(std::string_view key) const {
     if (host_inc(rest.substr(3), true)) p.what = parsed::kind::input;
   } else if (rest.starts_with("gone/")) {
     if (host_inc(rest.substr(5), false)) p.what = parsed::kind::gone;
+  } else if (rest.starts_with("digest/")) {
+    rest.remove_prefix(7);
+    auto slash = rest.find('/');
+    std::string_view r = rest.substr(0, slash);
+    auto [q, ec] = std::from_chars(r.data(), r.data() + r.size(), p.inc, 16);
+    if (ec == std::errc{} && q == r.data() + r.size() && r.size() == 16 && slash != std::string_view::npos &&
+        slash + 1 < rest.size()) {
+      p.what = parsed::kind::digest;
+      p.host = rest.substr(slash + 1);
+    }
   } else if (rest.starts_with("snap/")) {
     rest.remove_prefix(5);
     auto slash = rest.find('/');
@@ -396,6 +410,7 @@ bool replica::apply_batch(const std::string& h, std::int64_t inc, std::uint64_t 
     return false;
   }
   next = seq + 1;
+  ++batches_;
   for (const auto& in : inputs) apply(h, inc, in, out);
   return true;
 }
@@ -445,7 +460,7 @@ void replica::apply(const std::string& h, std::int64_t inc, const door_input& in
 std::string replica::dump() const {
   std::string out;
   text_state::writer w(out);
-  w.word("replica").num(state_machine_version).num(next_).num(last_now_).end();
+  w.word("replica").num(state_machine_version).num(next_).num(last_now_).num(batches_).end();
   // The incarnations only: what a presence says (pid, address) is for this
   // host's display, and a host that caught up may know less of it.
   for (const auto& [h, inc] : incs_) {
@@ -468,6 +483,7 @@ bool replica::load(std::string_view text, std::string& error) {
   std::unordered_map<conn_id, gid> back;
   conn_id next = 0;
   millis last_now = 0;
+  std::uint64_t batches = 0;
   int line_no = 0;
   std::size_t state_at = std::string_view::npos;
   std::string_view rest = text;
@@ -486,11 +502,11 @@ bool replica::load(std::string_view text, std::string& error) {
     r.word(kind);
     if (line_no == 1) {
       int sm = 0;
-      if (kind != "replica" || !r.num(sm) || !r.num(next) || !r.num(last_now) || !r.at_end())
-        return fail("not a snapshot");
+      if (kind != "replica" || !r.num(sm)) return fail("not a snapshot");
       if (sm != state_machine_version)
         return fail(fmt::format("a snapshot of state-machine version {}, and this host runs {}", sm,
                                 state_machine_version));
+      if (!r.num(next) || !r.num(last_now) || !r.num(batches) || !r.at_end()) return fail("not a snapshot");
       continue;
     }
     if (kind == "host") {
@@ -532,6 +548,7 @@ bool replica::load(std::string_view text, std::string& error) {
   back_ = std::move(back);
   next_ = next;
   last_now_ = last_now;
+  batches_ = batches;
   return true;
 }
 

@@ -46,14 +46,17 @@ struct layout {
   std::string gone(std::string_view h, std::int64_t inc) const;
   /// A snapshot of the whole state after revision R: a marker and its chunks.
   std::string snaps() const { return prefix + "/snap/"; }
+  /// A host's digest of the replicated state after revision R (issue #31 item 4).
+  std::string digests() const { return prefix + "/digest/"; }
+  std::string digest(std::int64_t rev, std::string_view h) const;
   std::string snap(std::int64_t rev) const;
   std::string snap_chunk(std::int64_t rev, std::size_t i) const;
   std::string input(std::string_view h, std::int64_t inc, std::uint64_t seq) const;
   /// What follows the prefix is one of ours: {kind, host, incarnation} for in/ and host/ keys.
   struct parsed {
-    enum class kind { origin, host, input, gone, snap, snap_chunk, other } what = kind::other;
+    enum class kind { origin, host, input, gone, snap, snap_chunk, digest, other } what = kind::other;
     std::string host;
-    std::int64_t inc = 0;   ///< input, gone: the incarnation; snap, snap_chunk: the revision R
+    std::int64_t inc = 0;   ///< input, gone: the incarnation; snap, snap_chunk, digest: the revision R
     std::uint64_t seq = 0;  ///< input: the batch's sequence; snap_chunk: its index
   };
   parsed parse(std::string_view key) const;
@@ -152,6 +155,9 @@ class replica {
   const barrier_set& state() const { return state_; }
   /// The host a node's participants came through, by presence (for status).
   const std::map<std::string, presence>& hosts() const { return hosts_; }
+  /// Batches applied since the store began (a snapshot carries it): every
+  /// host counts the same, so "every K batches" is the same revision on each.
+  std::uint64_t batches() const { return batches_; }
   /// Global identities known (bounded by the participants waiting on every host).
   std::size_t identities() const { return ids_.size(); }
   /// Whether this host's connection c waits in the shared barriers (as far as
@@ -184,6 +190,7 @@ class replica {
   std::unordered_map<conn_id, gid> back_;
   conn_id next_ = 1;
   millis last_now_ = 0;
+  std::uint64_t batches_ = 0;
   std::function<bool(conn_id)> own_;  ///< output::only_to while an input is applied
 };
 

@@ -415,15 +415,28 @@ void link::mark_gone(const std::string& h, std::int64_t inc, std::string presenc
     std::lock_guard lk(m_);
     std::string key = s_.keys.gone(h, inc);
     std::string value = seal_gone(key, presence, s_.secret);
-    chores_.push_back(chore{std::move(key), std::move(value), 0});
+    chores_.push_back(chore{std::move(key), std::move(value), false, 0});
   }
   janitor_cv_.notify_one();
+}
+
+void link::write_digest(std::int64_t rev, std::string value) {
+  {
+    std::lock_guard lk(m_);
+    chores_.push_back(chore{s_.keys.digest(rev, s_.self), std::move(value), true, 0});
+  }
+  janitor_cv_.notify_one();
+}
+
+void link::start_over() {
+  start_over_ = true;
+  if (watcher_c_) watcher_c_->interrupt();
 }
 
 void link::write_snapshot(std::int64_t rev, std::string text) {
   {
     std::lock_guard lk(m_);
-    chores_.push_back(chore{{}, std::move(text), rev});
+    chores_.push_back(chore{{}, std::move(text), false, rev});
   }
   janitor_cv_.notify_one();
 }
@@ -671,6 +684,10 @@ void link::watcher_loop() {
       return true;
     }, error);
     if (end == watch_end::cancelled) return;
+    if (end == watch_end::interrupted && start_over_.exchange(false)) {
+      need_catch_up = true;  // this host's state differs from the others' (follower: diverged)
+      continue;
+    }
     if (end == watch_end::interrupted) {
       log(fmt::format("store: watching again from revision {}, on a new connection (this host was fenced)",
                       watch_from_));
@@ -727,7 +744,8 @@ bool link::store_snapshot(client& c, std::int64_t rev, const std::string& text, 
 void link::delete_covered(client& c, std::int64_t rev) {
   std::vector<std::string> doomed;
   std::set<std::pair<std::string, std::int64_t>> live;  // incarnations present now: their last batch stays
-  for (const std::string& under : {s_.keys.hosts(), s_.keys.inputs(), s_.keys.gones(), s_.keys.snaps()}) {
+  for (const std::string& under :
+       {s_.keys.hosts(), s_.keys.inputs(), s_.keys.gones(), s_.keys.snaps(), s_.keys.digests()}) {
     std::vector<kv> keys;
     std::int64_t at = 0;
     std::string error;
@@ -746,7 +764,8 @@ void link::delete_covered(client& c, std::int64_t rev) {
         covered = keys[i].mod_revision <= rev && !(last && live.count({p.host, p.inc}));
       } else if (p.what == layout::parsed::kind::gone) {
         covered = keys[i].mod_revision <= rev;
-      } else if (p.what == layout::parsed::kind::snap || p.what == layout::parsed::kind::snap_chunk) {
+      } else if (p.what == layout::parsed::kind::snap || p.what == layout::parsed::kind::snap_chunk ||
+                 p.what == layout::parsed::kind::digest) {
         covered = p.inc < rev;
       }
       if (covered) doomed.push_back(keys[i].key);
@@ -784,7 +803,9 @@ void link::check_alarms(client& c) {
 // another). Fenced on this host's presence: a host that was cut off marks
 // nothing until it has registered again (then it may be the only one left to).
 // An end there already that does not carry this job's MAC is someone else's
-// forgery: it is written over, or that host's participants would never go.
+// forgery: it is deleted and the end written anew (a first version: only a
+// key's first version counts, follower.h), or that host's participants would
+// never go.
 bool link::write_gone(client& c, const chore& ch, std::string& error) {
   std::string host = s_.keys.host(s_.self);
   compare present{compare::target::create_revision, compare::op::equal, host, inc_, {}};
@@ -803,9 +824,9 @@ bool link::write_gone(client& c, const chore& ch, std::string& error) {
   if (open_gone(there.key, there.value, s_.secret, presence, why)) return true;
   compare same{compare::target::mod_revision, compare::op::equal, ch.key, there.mod_revision, {}};
   txn_result w;
-  if (!c.txn({present, same}, {op{op::type::put, ch.key, ch.value, {}, 0}}, {}, w, error)) return false;
-  if (!w.succeeded) error = "the end key changed while it was written over";
-  return w.succeeded;
+  if (!c.txn({present, same}, {op{op::type::del, ch.key, {}, {}, 0}}, {}, w, error)) return false;
+  error = w.succeeded ? "a forged end was there (deleted): writing it anew" : "the end key changed while it was deleted";
+  return false;
 }
 
 void link::janitor_loop() {
@@ -840,6 +861,12 @@ void link::janitor_loop() {
     }
     if (!have) continue;
     std::string error;
+    if (ch.digest) {  // once: a digest that cannot be written now is not worth a retry
+      txn_result r;
+      if (!janitor_c_->txn({}, {op{op::type::put, ch.key, ch.value, {}, 0}}, {}, r, error))
+        log(fmt::format("warning: store: cannot write {}: {}", ch.key, error));
+      continue;
+    }
     if (!ch.key.empty()) {
       if (write_gone(*janitor_c_, ch, error)) {
         failures = 0;

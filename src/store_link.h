@@ -95,6 +95,11 @@ class link {
   void mark_gone(const std::string& h, std::int64_t inc, std::string presence);
   /// Writes a snapshot of the state after revision rev, then deletes what it covers.
   void write_snapshot(std::int64_t rev, std::string text);
+  /// Writes this host's digest of the state after revision rev (value: seal_digest's).
+  void write_digest(std::int64_t rev, std::string value);
+  /// This host's state differs from the others': read the store again from
+  /// its newest snapshot, as after a compacted revision (connections closed).
+  void start_over();
   /// After fenced: drop what is queued and register a new incarnation.
   void reregister();
   /// Leaves the store: revokes the lease (the presence goes with it).
@@ -141,7 +146,8 @@ class link {
   std::unique_ptr<client> writer_c_, keeper_c_, watcher_c_, janitor_c_;
   std::thread writer_, keeper_, watcher_, janitor_;
   struct chore {
-    std::string key, value;  ///< a gone key to write once
+    std::string key, value;  ///< a gone key to write once (or a digest: digest set)
+    bool digest = false;
     std::int64_t snap_rev = 0;  ///< or a snapshot (key empty)
   };
   std::deque<chore> chores_;  ///< the janitor's, under m_
@@ -160,6 +166,7 @@ class link {
   bool settings_refused_ = false;
   std::string munge_secret_;  ///< the key from MUNGE (settings::munge_key), set before the threads start
   std::int64_t watch_from_ = 0;  ///< watcher only
+  std::atomic<bool> start_over_{false};
 };
 
 }  // namespace tfb::store

@@ -219,6 +219,60 @@ TEST(Follower, AKeyPutAgainCountsOnceAtItsFirstVersionOnTheWatchAndInCatchUp) {
   EXPECT_EQ(c.state.waiting(), 1u);  // version 2's catch-up skipped it: 0 here, 1 on the others
 }
 
+TEST(Follower, EveryKBatchesEachHostDigestsItsStateAndAHostThatDiffersFromTheKeeperStartsOver) {
+  two_hosts t;
+  // C runs by another limit than the store's (as a host's own --max-barriers
+  // did before issue #31): the same log, another state.
+  sim_host c{keys, "C:1", &secret};
+  c.state.limit(1, barrier_set::never_forget);
+  c.f.on_events(t.etcd.log);
+  for (auto* h : {&t.a, &t.b, &c}) h->f.set_digest_every(2);
+  t.fed = t.etcd.log.size();
+  auto step = [&](bool from_a, const std::vector<door_input>& ins) {
+    std::string k = from_a ? keys.input("A:1", t.inc_a, t.seq_a++) : keys.input("B:1", t.inc_b, t.seq_b++);
+    t.etcd.put(k, sealed(k, ins));
+    std::vector<event> evs(t.etcd.log.begin() + static_cast<std::ptrdiff_t>(t.fed), t.etcd.log.end());
+    t.fed = t.etcd.log.size();
+    std::vector<std::vector<action>> acts;
+    for (auto* h : {&t.a, &t.b, &c}) acts.push_back(h->f.on_events(evs));
+    return acts;
+  };
+  auto digest_of = [](const std::vector<action>& acts) {
+    for (const auto& a : acts)
+      if (a.what == action::kind::digest) return a;
+    return action{};
+  };
+  step(true, {arrival(1, "e1", 1, 0, 1000)});
+  auto acts = step(false, {arrival(1, "e2", 1, 0, 2000)});  // the second batch: a digest point; C refused e2
+  action da = digest_of(acts[0]), db = digest_of(acts[1]), dc = digest_of(acts[2]);
+  ASSERT_EQ(da.what, action::kind::digest);
+  EXPECT_EQ(da.inc, t.etcd.rev);
+  EXPECT_EQ(da.text, db.text);
+  EXPECT_EQ(da.state, t.a.r.dump());
+  EXPECT_NE(dc.text, da.text);
+  // A writes its digest; B agrees, C finds it differs from the keeper's and starts over.
+  std::string key = keys.digest(da.inc, "A:1");
+  t.etcd.put(key, seal_digest(key, da.text, &secret));
+  std::vector<event> evs(t.etcd.log.end() - 1, t.etcd.log.end());
+  EXPECT_TRUE(t.b.f.on_events(evs).empty());
+  EXPECT_EQ(t.b.f.digests_compared(), 1u);
+  auto cs = c.f.on_events(evs);
+  ASSERT_EQ(cs.size(), 1u);
+  EXPECT_EQ(cs[0].what, action::kind::diverged);
+  EXPECT_EQ(cs[0].inc, 1);  // start over
+  EXPECT_NE(cs[0].text.find("differs from host A:1's"), std::string::npos) << cs[0].text;
+  EXPECT_EQ(c.f.divergences(), 1u);
+  // Once per snapshot: the same again changes nothing more than a line.
+  cs = c.f.on_events(evs);
+  ASSERT_EQ(cs.size(), 1u);
+  EXPECT_EQ(cs[0].inc, 0);
+  // A digest without the job's MAC is not compared.
+  t.etcd.put(key, "D " + std::string(64, 'a'));
+  cs = c.f.on_events({t.etcd.log.back()});
+  ASSERT_EQ(cs.size(), 1u);
+  EXPECT_EQ(cs[0].what, action::kind::warn);
+}
+
 /// Random logs: hosts register and expire, write batches (arrivals,
 /// departures, aborts, forgets), someone puts keys again or deletes and puts
 /// them again, a host writes snapshots and deletes what they cover. A host
