@@ -139,20 +139,32 @@ void follower::compare_digest(const layout::parsed& k, const event& ev, std::vec
   ++diverged_;
   const auto& incs = r_.incarnations();
   bool from_keeper = !incs.empty() && incs.begin()->first == k.host && !keeper();
-  bool again = from_keeper && newest_snap_ > started_from_;
+  // The keeper writes its snapshot of the state at R (the digest point) as
+  // its digest: start over from it once it is there, once per snapshot.
+  bool again = from_keeper && k.inc > started_from_;
+  if (again) pending_restart_ = std::max(pending_restart_, k.inc);
   acts.push_back(action{
-      action::kind::diverged, {}, false, k.host, again ? 1 : 0,
+      action::kind::diverged, {}, false, k.host, 0,
       fmt::format("error: store: this host's state after revision {} differs from host {}'s (digest {} here, {} "
                   "there): the hosts no longer agree on the barriers, so their participants may get different "
                   "outcomes. {}",
                   k.inc, k.host, mine->second.substr(0, 16), hex.substr(0, 16),
-                  again ? fmt::format("Starting over from the newest snapshot (revision {}), which host {} wrote",
-                                      newest_snap_, k.host)
-                  : from_keeper ? std::string("This host started over from the newest snapshot already: check "
-                                              "who else writes under the prefix, and that every host runs the same "
+                  again ? fmt::format("This host starts over from host {}'s snapshot at revision {}", k.host, k.inc)
+                  : from_keeper ? std::string("This host started over from that snapshot already: check who else "
+                                              "writes under the prefix, and that every host runs the same "
                                               "tfbarrier")
                                 : std::string("The host that differs from the snapshots' writer starts over"))});
-  if (again) started_from_ = newest_snap_;
+  restart_if_due(acts);
+}
+
+void follower::restart_if_due(std::vector<action>& acts) {
+  if (pending_restart_ == 0 || newest_snap_ < pending_restart_) return;
+  acts.push_back(action{action::kind::diverged, {}, false, {}, 1,
+                        fmt::format("warning: store: starting over from the snapshot at revision {}, since this "
+                                    "host's state differed from the snapshots' writer's",
+                                    newest_snap_)});
+  started_from_ = newest_snap_;
+  pending_restart_ = 0;
 }
 
 std::vector<action> follower::on_events(const std::vector<event>& evs) {
@@ -220,6 +232,7 @@ void follower::apply(const event& ev, std::vector<action>& acts) {
   } else if (k.what == kind::snap && put) {
     since_snapshot_ = 0;  // a snapshot was taken (by the host whose turn it is)
     newest_snap_ = std::max(newest_snap_, k.inc);
+    restart_if_due(acts);
   } else if (k.what == kind::digest && put) {
     compare_digest(k, ev, acts);
   }
@@ -255,6 +268,8 @@ std::vector<action> follower::on_catch_up(catch_up cu) {
   applied_rev_ = cu.snap_rev;
   newest_snap_ = std::max(newest_snap_, cu.snap_rev);
   started_from_ = cu.snap_rev;
+  pending_restart_ = 0;
+  own_.clear();  // digests of the state it had
   since_snapshot_ = 0;
   idle_.clear();
   if (!cu.history) {

@@ -71,7 +71,7 @@ struct action {
     warn,       ///< a warning for the log
     note,       ///< an event for the log
     digest,     ///< write this host's digest (text) of the state after revision inc; state: that state's dump
-    diverged,   ///< this host's state differs from another's (text says how); inc 1: start over from the newest snapshot
+    diverged,   ///< this host's state differs from another's (text says how; counted), or inc 1: start over now
   } what = kind::note;
   output out;
   bool replayed = false;
@@ -142,6 +142,8 @@ class follower {
   std::uint64_t digest_every_ = 1000;
   std::map<std::int64_t, std::string> own_;  ///< this host's last digests, by revision
   std::int64_t newest_snap_ = 0, started_from_ = -1;
+  std::int64_t pending_restart_ = 0;  ///< differed from the keeper at this revision: start over from its snapshot there
+  void restart_if_due(std::vector<action>& acts);
   std::uint64_t compared_ = 0, diverged_ = 0;
   void compare_digest(const layout::parsed& k, const event& ev, std::vector<action>& acts);
 };

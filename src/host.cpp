@@ -1012,8 +1012,10 @@ void server::act(std::vector<store::action> acts) {
       }
       case kind::diverged:
         log(a.text);
-        ++metrics_.counters.store_divergences;
-        if (a.inc) link_->start_over();
+        if (a.inc)
+          link_->start_over();
+        else
+          ++metrics_.counters.store_divergences;
         break;
     }
   }

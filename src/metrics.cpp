@@ -92,7 +92,7 @@ std::string format(const counters& c, const gauges& g, std::string_view version)
          "Connections refused because their authentication failed.");
   out += fmt::format("tfbarrier_authentication_failures_total {}\n", c.auth_failures);
   family(out, "tfbarrier_store_divergences_total", "counter",
-         "Times this host of a store found its state differs from another host's at the same revision.");
+         "Digests of another host of the store that differed from this host's at the same revision.");
   out += fmt::format("tfbarrier_store_divergences_total {}\n", c.store_divergences);
   family(out, "tfbarrier_participants_waiting", "gauge", "Participants (and deciders) waiting at a barrier now.");
   out += fmt::format("tfbarrier_participants_waiting {}\n", g.waiting);

@@ -673,6 +673,51 @@ for kv in json.load(sys.stdin).get("kvs", []):
   [ "$(round_of 1 m2)" = 2 ]
 }
 
+@test "hosts that disagree are caught: a late host that took a batch edited in etcd sees its digest differ from the keeper's, counts it, and starts over from the keeper's snapshot" {
+  # An --insecure prefix (no MAC) lets anyone edit a batch; with etcd's history
+  # compacted, a host that catches up reads the edited value and parts from
+  # the others. Issue #31 item 4: the digests every k batches catch it.
+  rm "$HOME/.tfbarrier/secret"
+  store_host 0 --insecure --store-snapshot-every 4
+  store_host 1 --insecure --store-snapshot-every 4
+  # Host 2's name sorts last (NODE:PORT), so the keeper is host 0 or 1.
+  local p
+  while :; do
+    p=$(free_port)
+    [[ "vm:$p" > "vm:${STORE_PORT[0]}" && "vm:$p" > "vm:${STORE_PORT[1]}" ]] && break
+  done
+  STORE_PORT[2]=$p
+  on 0 w0 --name dv --n 3 --rank 0
+  arrived_on 1 dv 1
+  local key
+  key=$(batch_of 0 dv "$BATS_TEST_TMPDIR/batch")
+  [ -n "$key" ]
+  sed 's/ rank=0 / rank=2 /' "$BATS_TEST_TMPDIR/batch" | etcd_put "$key"
+  rev=$(ctl get / --prefix --keys-only -w json | python3 -c 'import json,sys; print(json.load(sys.stdin)["header"]["revision"])')
+  ctl compact "$rev" >/dev/null
+  store_host 2 --insecure --store-snapshot-every 4 --metrics 127.0.0.1:0
+  wait_for_match "$HOST_LOG" "tfbarrier\[${STORE_PID[2]}\]: warning: store: $key was put again since revision [0-9]+ and its first version cannot be read" 10
+  # Host 2 counts rank 2 where the others count rank 0.
+  TFBARRIER_ADDR=$A_2 "$TFB" status --name dv | grep -q "rank 2"
+  # Three batches more: the fourth of the log is a digest point.
+  on 1 x1 --name x1 --n 1
+  on 0 x2 --name x2 --n 1
+  on 1 x3 --name x3 --n 1
+  expect_exits 0 x1 x2 x3
+  wait_for_match "$HOST_LOG" "tfbarrier\[${STORE_PID[2]}\]: error: store: this host's state after revision [0-9]+ differs from host vm:[0-9]+'s \(digest [0-9a-f]{16} here, [0-9a-f]{16} there\).*This host starts over from host vm:[0-9]+'s snapshot at revision" 10
+  local metrics
+  metrics=$(sed -n "s|.*tfbarrier\[${STORE_PID[2]}\]: .*metrics on http://\([^ ]*\)/metrics.*|\1|p" "$HOST_LOG" | head -n 1)
+  [ -n "$metrics" ]
+  curl -fsS "http://$metrics/metrics" | grep -qE "^tfbarrier_store_divergences_total [12]$"  # one per host it differed from
+  # Started over from the keeper's snapshot, host 2 counts rank 0 as the others do.
+  wait_for_match "$HOST_LOG" "tfbarrier\[${STORE_PID[2]}\]: store: started from the snapshot at revision [0-9]+, then etcd's history after it" 10
+  arrived_on 2 dv 1
+  TFBARRIER_ADDR=$A_2 "$TFB" status --name dv | grep -q "rank 0"
+  # The others said it too (host 2 differs from them), and went on.
+  grep -q "tfbarrier\[${STORE_PID[0]}\]: error: store: .* differs from host vm:${STORE_PORT[2]}'s" "$HOST_LOG"
+  ! grep -qE "tfbarrier\[(${STORE_PID[0]}|${STORE_PID[1]})\]: warning: store: starting over" "$HOST_LOG" || false
+}
+
 # clock_skew OFFSET: hosts 0 and 1 forget after 3 s; host 1's clock is off by
 # OFFSET (libfaketime). A round of k is released, its last arrival through host 0.
 clock_skew() {
