@@ -9,6 +9,7 @@
 #    killed (and replaced) or stopped, and globally, one at a time: kill -9 of a
 #    host and restart, SIGSTOP of a host up to past its lease, kill -9 of etcd's
 #    leader and restart, and the etcd members restarted one by one (rolling).
+#    Host 1's wall clock is an hour ahead (libfaketime; SKEW=-1h for behind).
 #    The same four safety rules; it prints rounds, faults by kind, exit codes
 #    and violations, and fails on any violation.
 # 2. As root: one "node" cut off from etcd (bench/store-cut.sh, namespaces
@@ -20,7 +21,7 @@ ROUNDS=${2:-200}
 rc=0
 echo "== fault harness, store mode: $ROUNDS rounds"
 /usr/bin/python3 "$HERE/../tests/faults/harness.py" --store --bin "$BIN" --rounds "$ROUNDS" \
-  --budget "$((ROUNDS * 3))" --auth secret ${SEED:+--seed "$SEED"} || rc=$?
+  --budget "$((ROUNDS * 3))" --auth secret --skew "${SKEW:-+1h}" ${SEED:+--seed "$SEED"} || rc=$?
 if [ "$(id -u)" -eq 0 ]; then
   echo "== one node cut off from etcd"
   "$HERE/store-cut.sh" "$BIN" || rc=$?

@@ -79,6 +79,9 @@ NS_NODES = 3
 NS_PREFIX = NS_SUBNET = NS_NET = NS_HOST = NS_SWITCH = None
 
 
+FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+
 def configure_ns(pid, octet):
     global NS_PREFIX, NS_SUBNET, NS_NET, NS_HOST, NS_SWITCH
     NS_PREFIX = "tfbf%d" % pid
@@ -293,6 +296,11 @@ class Host:
             a += ["--secret-file", self.h.secret]
         elif self.h.netns:
             a += ["--insecure"]
+        if self.h.store and self.index == 1 and self.h.args.skew:
+            # Host 1's wall clock is off (libfaketime; its monotonic clock is
+            # left alone): no host's clock may change the replicated state (issue #31).
+            a = ["env", "LD_PRELOAD=" + FAKETIME_LIB, "FAKETIME=" + self.h.args.skew,
+                 "FAKETIME_DONT_FAKE_MONOTONIC=1"] + a
         return self.h.ns_prefix(NS_HOST) + a
 
     def start(self):
@@ -1082,6 +1090,8 @@ def main():
                     help="shared-secret authentication (auto: with --netns)")
     ap.add_argument("--store", action="store_true", help="three hosts sharing a real 3-member etcd "
                     "(tests/tools/etcd-cluster); store faults (see above)")
+    ap.add_argument("--skew", default=None, metavar="OFFSET",
+                    help="store mode: host 1's wall clock off by OFFSET (libfaketime, e.g. +1h or -1h)")
     ap.add_argument("--store-lease", default="2s", help="the hosts' --store-lease in store mode (default 2s)")
     ap.add_argument("--no-state-dir", action="store_true", help="run the host without --state-dir (shows what a "
                     "crash loses: expect violations)")
