@@ -11,6 +11,7 @@
 //
 // Keys and values are bytes (the gateway's base64 is the module's business).
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -19,15 +20,29 @@
 
 namespace tfb::store {
 
-/// How to reach etcd: endpoints are "http://H:P" or "https://H:P", tried in
-/// order (the next one after a connection failure).
+/// How to reach etcd: endpoints are "http://H:P" or "https://H:P". A client
+/// starts at endpoints[first % size] (hosts spread over the members: each
+/// gives its own first), stays with an endpoint while it answers, and moves
+/// to the next one when it does not.
 struct client_config {
   std::vector<std::string> endpoints;
+  std::size_t first = 0;
   std::string ca, cert, key;  ///< PEM files for TLS (empty: none); cert and key for client authentication
   /// The contents of cert and key, read (and the key checked: read_tls_files)
   /// once at start; when set, libcurl gets these, not the files' paths.
   std::string cert_pem, key_pem;
   std::chrono::milliseconds timeout{5000};  ///< per request (not for watch, which lasts)
+  /// A request's first try at each endpoint ends after this: a member that
+  /// is frozen (SIGSTOP, a paused VM, a full disk) or behind a black-holed
+  /// link accepts the connection and never answers. Only when every endpoint
+  /// timed out so is each tried again, with the whole timeout (a slow
+  /// cluster, not a frozen member).
+  std::chrono::milliseconds attempt_timeout{1000};
+  /// While a watch lasts, the member it is on is asked a cheap question this
+  /// often (a serializable count of one key), and the watch moves to the next
+  /// endpoint when no answer comes within attempt_timeout: a quiet watch
+  /// cannot tell a frozen member from a quiet prefix. 0: never.
+  std::chrono::milliseconds probe_every{1000};
 };
 
 struct kv {
@@ -93,9 +108,15 @@ class client {
   /// Watches [key, range_end) from start_revision (0: from now), with
   /// prev_kv, and calls on_events for each response that has events, in
   /// revision order, until it returns false, cancel() is called, or the
-  /// stream fails. Blocks until then.
+  /// stream fails. Blocks until then. The watch asks for etcd's progress
+  /// notifications: on_progress(R) says that every event up to revision R
+  /// has been delivered (etcd sends one when the watch has been quiet for
+  /// its --experimental-watch-progress-notify-interval, 10 minutes unless
+  /// set), so that a watch resumed after a break starts at R + 1, not at a
+  /// revision that another tenant's compaction may have removed.
   virtual watch_end watch(const std::string& key, const std::string& range_end, std::int64_t start_revision,
-                          const std::function<bool(const std::vector<event>&)>& on_events, std::string& error) = 0;
+                          const std::function<bool(const std::vector<event>&)>& on_events, std::string& error,
+                          const std::function<void(std::int64_t)>& on_progress = {}) = 0;
   /// Makes a blocked call of this client return soon (watch: cancelled; others: false). Thread-safe.
   virtual void cancel() = 0;
   /// Makes a watch under way (or the next one, if none is) return

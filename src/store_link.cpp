@@ -384,7 +384,13 @@ bool link::register_self(client& c, std::int64_t& lease, std::int64_t& inc, std:
 }
 
 bool link::start(std::string& error) {
-  auto make = [&](std::unique_ptr<client>& c) { return (c = load_client(s_.client, error)) != nullptr; };
+  // Hosts spread over etcd's members: each starts at the endpoint its name
+  // picks (FNV-1a), and moves on only when that one stops answering.
+  client_config cfg = s_.client;
+  std::uint64_t h = 14695981039346656037ull;
+  for (unsigned char ch : s_.self) h = (h ^ ch) * 1099511628211ull;
+  cfg.first = static_cast<std::size_t>(h % std::max<std::size_t>(1, cfg.endpoints.size()));
+  auto make = [&](std::unique_ptr<client>& c) { return (c = load_client(cfg, error)) != nullptr; };
   if (!make(writer_c_) || !make(keeper_c_) || !make(watcher_c_) || !make(janitor_c_)) return false;
   std::int64_t lease = 0, inc = 0;
   if (!ensure_origin(*writer_c_, error) || !check_versions(*writer_c_, error) ||
@@ -405,6 +411,7 @@ bool link::start(std::string& error) {
 void link::write(std::string line) {
   {
     std::lock_guard lk(m_);
+    backlog_ += line.size();
     queue_.push_back(std::move(line));
   }
   cv_.notify_one();  // the writer: the only thread waiting on cv_
@@ -423,6 +430,15 @@ void link::mark_gone(const std::string& h, std::int64_t inc, std::string presenc
 void link::write_digest(std::int64_t rev, std::string value) {
   {
     std::lock_guard lk(m_);
+    // Bounded while etcd is away: digests older than the last few are worth nothing.
+    std::size_t digests = std::count_if(chores_.begin(), chores_.end(), [](const chore& c) { return c.digest; });
+    for (auto it = chores_.begin(); digests >= max_queued_digests && it != chores_.end();)
+      if (it->digest) {
+        it = chores_.erase(it);
+        --digests;
+      } else {
+        ++it;
+      }
     chores_.push_back(chore{s_.keys.digest(rev, s_.self), std::move(value), true, 0});
   }
   janitor_cv_.notify_one();
@@ -436,6 +452,8 @@ void link::start_over() {
 void link::write_snapshot(std::int64_t rev, std::string text) {
   {
     std::lock_guard lk(m_);
+    // Bounded while etcd is away: a newer snapshot makes an older one not worth writing.
+    std::erase_if(chores_, [](const chore& c) { return c.key.empty() && c.snap_rev != 0; });
     chores_.push_back(chore{{}, std::move(text), false, rev});
   }
   janitor_cv_.notify_one();
@@ -444,6 +462,7 @@ void link::write_snapshot(std::int64_t rev, std::string text) {
 void link::reregister() {
   {
     std::lock_guard lk(m_);
+    for (const auto& l : queue_) backlog_ -= l.size();
     queue_.clear();
     reregister_ = true;
   }
@@ -514,6 +533,7 @@ void link::writer_loop() {
   std::uint64_t seq = 0;
   for (;;) {
     std::vector<std::string> lines;
+    std::size_t taken = 0;  // of backlog_
     bool again = false;
     {
       std::unique_lock lk(m_);
@@ -526,6 +546,7 @@ void link::writer_loop() {
         std::size_t bytes = 0;
         while (!queue_.empty() && (lines.empty() || bytes + queue_.front().size() < max_batch_bytes)) {
           bytes += queue_.front().size() + 1;
+          taken += queue_.front().size();
           lines.push_back(std::move(queue_.front()));
           queue_.pop_front();
         }
@@ -546,7 +567,9 @@ void link::writer_loop() {
     }
     std::string value = seal_batch(lines, s_.keys.input(s_.self, inc_, seq), s_.secret);
     std::string why;
-    if (write_batch(*writer_c_, value, seq, why)) {
+    bool ok = write_batch(*writer_c_, value, seq, why);
+    backlog_ -= taken;
+    if (ok) {
       ++seq;
       ++written_;
     } else {
@@ -656,7 +679,9 @@ void link::watcher_loop() {
   // live hosts saw them (catch_up::history); only when that is compacted from
   // what the keys say now, which cannot show a key deleted since.
   bool history = true, fresh = false, last_again = false;
-  unsigned failures = 0;
+  unsigned failures = 0, broke_since = 0;
+  constexpr auto broke_every = std::chrono::seconds(10);
+  auto next_broke_log = std::chrono::steady_clock::time_point{};
   while (!stopping_) {
     std::string error;
     if (need_catch_up) {
@@ -677,12 +702,25 @@ void link::watcher_loop() {
       watch_from_ = cu->history ? std::max(cu->snap_rev + 1, origin_rev_) : cu->revision + 1;
       cb_.post([this, cu] { cb_.caught_up(std::move(*cu)); });
     }
-    auto end = watcher_c_->watch(from, prefix_end(from), watch_from_, [this, &fresh](const std::vector<event>& evs) {
-      if (!evs.empty()) watch_from_ = evs.back().now.mod_revision + 1;
-      fresh = false;
-      cb_.post([this, evs] { cb_.events(evs); });
-      return true;
-    }, error);
+    auto end = watcher_c_->watch(
+        from, prefix_end(from), watch_from_,
+        [this, &fresh](const std::vector<event>& evs) {
+          if (!evs.empty()) watch_from_ = evs.back().now.mod_revision + 1;
+          fresh = false;
+          // Bounded: while the event loop is behind, the watch waits (and
+          // etcd with it, through TCP), rather than queue without end.
+          while (posted_ >= max_posted && !stopping_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          ++posted_;
+          cb_.post([this, evs] {
+            --posted_;
+            cb_.events(evs);
+          });
+          return true;
+        },
+        error,
+        // Nothing under the prefix up to rev: resume after it, so that a
+        // quiet prefix does not fall behind another tenant's compaction.
+        [this](std::int64_t rev) { watch_from_ = std::max(watch_from_, rev + 1); });
     if (end == watch_end::cancelled) return;
     if (end == watch_end::interrupted && start_over_.exchange(false)) {
       need_catch_up = true;  // this host's state differs from the others' (follower: diverged)
@@ -708,7 +746,18 @@ void link::watcher_loop() {
       need_catch_up = true;
       continue;
     }
-    log(fmt::format("warning: the store's watch broke, resuming at revision {}: {}", watch_from_, error));
+    // Said once per broke_every at most: a member that refuses every watch
+    // at once would otherwise write five lines a second.
+    if (auto now = std::chrono::steady_clock::now(); now >= next_broke_log) {
+      log(fmt::format("warning: the store's watch broke, resuming at revision {}: {}{}", watch_from_, error,
+                      broke_since ? fmt::format(" ({} more times in the last {} s)", broke_since,
+                                                std::chrono::duration_cast<std::chrono::seconds>(broke_every).count())
+                                  : ""));
+      next_broke_log = now + broke_every;
+      broke_since = 0;
+    } else {
+      ++broke_since;
+    }
     if (!sleep_for(retry_every)) return;
   }
 }

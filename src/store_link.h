@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_set>
@@ -89,6 +90,9 @@ class link {
   bool start(std::string& error);
   /// Queues one input line (from the event loop). Lines are written in order.
   void write(std::string line);
+  /// Bytes queued for etcd and not yet written.
+  std::size_t backlog() const { return backlog_.load(); }
+  static constexpr std::size_t max_backlog_bytes = std::size_t{64} << 20;
   /// Marks host h's incarnation inc as gone (its presence was deleted), if
   /// no host has yet: where that key lands in the log, every host withdraws
   /// its participants. presence: the presence key's last value, kept in it.
@@ -166,6 +170,14 @@ class link {
   bool settings_refused_ = false;
   std::string munge_secret_;  ///< the key from MUNGE (settings::munge_key), set before the threads start
   std::int64_t watch_from_ = 0;  ///< watcher only
+  /// Bounds (issue #31 item 10). Lines queued for etcd and not yet written:
+  /// past max_backlog_bytes, link_door refuses new arrivals, decisions and
+  /// aborts (BUSY: their clients try again), never a departure.
+  std::atomic<std::size_t> backlog_{0};
+  /// Watch responses posted to the event loop and not yet applied.
+  std::atomic<unsigned> posted_{0};
+  static constexpr unsigned max_posted = 64;
+  static constexpr std::size_t max_queued_digests = 4;
   std::atomic<bool> start_over_{false};
 };
 
@@ -180,7 +192,19 @@ namespace tfb::store {
 class link_door final : public door {
  public:
   explicit link_door(link& l) : link_(l) {}
-  bool submit(const door_input& in, output&, std::string&) override {
+  bool submit(const door_input& in, output& out, std::string&) override {
+    if (link_.backlog() > link::max_backlog_bytes) {  // etcd is far behind: new work waits
+      std::optional<conn_id> c;
+      if (const auto* a = std::get_if<input::arrive>(&in)) c = a->c;
+      if (const auto* d = std::get_if<input::decide>(&in)) c = d->c;
+      if (const auto* b = std::get_if<input::abort>(&in)) c = b->c;
+      if (c) {
+        out.sends.push_back({*c, proto::error_reply{proto::error_kind::busy,
+                                                   "this host's writes to the store are far behind (etcd is slow "
+                                                   "or away); try again shortly"}});
+        return true;
+      }
+    }
     if (const auto* a = std::get_if<input::arrive>(&in)) joined_.insert(a->c);
     if (const auto* d = std::get_if<input::decide>(&in)) joined_.insert(d->c);
     if (const auto* l = std::get_if<input::leave>(&in)) {

@@ -13,6 +13,7 @@
 #include <curl/curl.h>
 
 #include <atomic>
+#include <chrono>
 #include <charconv>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -165,8 +166,13 @@ class attempts {
 
 class etcd_client final : public client {
  public:
-  explicit etcd_client(client_config c) : c_(std::move(c)) {}
+  explicit etcd_client(client_config c) : c_(std::move(c)), current_(c_.first % c_.endpoints.size()) {}
   ~etcd_client() override {
+    if (m_) {
+      if (probing_) curl_multi_remove_handle(m_, probe_);
+      curl_multi_cleanup(m_);
+    }
+    if (probe_) curl_easy_cleanup(probe_);
     if (h_) curl_easy_cleanup(h_);
     curl_slist_free_all(headers_);
   }
@@ -253,12 +259,16 @@ class etcd_client final : public client {
   }
 
   watch_end watch(const std::string& key, const std::string& range_end, std::int64_t start_revision,
-                  const std::function<bool(const std::vector<event>&)>& on_events, std::string& error) override {
-    json req{{"key", b64(key)}, {"prev_kv", true}};
+                  const std::function<bool(const std::vector<event>&)>& on_events, std::string& error,
+                  const std::function<void(std::int64_t)>& on_progress) override {
+    json req{{"key", b64(key)}, {"prev_kv", true}, {"progress_notify", true}};
     if (!range_end.empty()) req["range_end"] = b64(range_end);
     if (start_revision) req["start_revision"] = std::to_string(start_revision);
     std::string body = json{{"create_request", req}}.dump();
-    watch_state w{on_events};
+    // The probe: one key, counted, from the member's own state (no leader
+    // round trip), so that it answers at once unless the member is stuck.
+    std::string probe_body = json{{"key", b64(key)}, {"count_only", true}, {"serializable", true}}.dump();
+    watch_state w{on_events, on_progress};
     attempts tried;
     access_refused_ = false;
     for (std::size_t attempt = 0; attempt < c_.endpoints.size(); ++attempt) {
@@ -268,10 +278,16 @@ class etcd_client final : public client {
       w.buffer.clear();
       w.got_any = false;
       watching_ = true;
-      CURLcode rc = perform(ep + "/v3/watch", body, /*stream=*/true, &w);
+      std::string stuck;
+      CURLcode rc = perform_watch(ep, body, probe_body, w, stuck);
       watching_ = false;
       if (cancelled_ || w.stop) return watch_end::cancelled;
       if (interrupted_.exchange(false)) return interrupted(error);
+      if (!stuck.empty()) {  // the member stopped answering: the caller resumes elsewhere
+        next_endpoint();
+        error = "etcd at " + ep + ": " + stuck + "; watching through the next endpoint";
+        return watch_end::failed;
+      }
       if (w.compacted) {
         error = fmt("etcd at " + ep + ": revision " + std::to_string(start_revision) + " was compacted");
         return watch_end::compacted;
@@ -303,6 +319,7 @@ class etcd_client final : public client {
   }
   struct watch_state {
     const std::function<bool(const std::vector<event>&)>& on_events;
+    const std::function<void(std::int64_t)>& on_progress;
     std::string buffer;
     bool got_any = false, stop = false, compacted = false;
     std::string error;
@@ -455,7 +472,14 @@ class etcd_client final : public client {
       }
       w->got_any = true;
       auto evs = res.find("events");
-      if (evs == res.end() || !evs->is_array() || evs->empty()) continue;
+      if (evs == res.end() || !evs->is_array() || evs->empty()) {
+        // No events: the answer to the create request (its revision is not
+        // a promise: events before it may follow), or a progress
+        // notification (every event up to its revision has been sent).
+        if (!res.value("created", false) && w->on_progress && res.contains("header"))
+          if (std::int64_t rev = i64(res["header"], "revision"); rev > 0) w->on_progress(rev);
+        continue;
+      }
       std::vector<event> out;
       for (const auto& e : *evs) {
         event ev;
@@ -476,49 +500,119 @@ class etcd_client final : public client {
     return self->cancelled_ || (self->watching_ && self->interrupted_) ? 1 : 0;
   }
 
-  CURLcode perform(const std::string& url, const std::string& body, bool stream, void* sink) {
-    curl_easy_reset(h_);
-    curl_easy_setopt(h_, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(h_, CURLOPT_POST, 1L);
-    curl_easy_setopt(h_, CURLOPT_POSTFIELDS, body.c_str());
-    curl_easy_setopt(h_, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
-    curl_easy_setopt(h_, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h_, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
-    curl_easy_setopt(h_, CURLOPT_NOPROXY, "*");
-    curl_easy_setopt(h_, CURLOPT_TCP_NODELAY, 1L);
-    curl_easy_setopt(h_, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(h_, CURLOPT_XFERINFOFUNCTION, &on_progress);
-    curl_easy_setopt(h_, CURLOPT_XFERINFODATA, this);
-    if (!c_.ca.empty()) curl_easy_setopt(h_, CURLOPT_CAINFO, c_.ca.c_str());
+  CURLcode perform(const std::string& url, const std::string& body, bool stream, void* sink,
+                   std::chrono::milliseconds timeout = {}) {
+    setup(h_, url, body, stream, sink, timeout);
+    return curl_easy_perform(h_);
+  }
+
+  /// The watch at endpoint ep, with the member asked probe_body every
+  /// probe_every on a second handle (one thread, curl's multi interface).
+  /// stuck gets why, when the member left a probe unanswered.
+  CURLcode perform_watch(const std::string& ep, const std::string& body, const std::string& probe_body,
+                         watch_state& w, std::string& stuck) {
+    if (c_.probe_every.count() == 0) return perform(ep + "/v3/watch", body, /*stream=*/true, &w);
+    if (!m_) m_ = curl_multi_init();
+    if (!probe_) probe_ = curl_easy_init();
+    if (!m_ || !probe_) return perform(ep + "/v3/watch", body, /*stream=*/true, &w);
+    using clock = std::chrono::steady_clock;
+    setup(h_, ep + "/v3/watch", body, true, &w, {});
+    curl_multi_add_handle(m_, h_);
+    std::string probe_reply;
+    const std::string probe_url = ep + "/v3/kv/range";
+    auto next_probe = clock::now() + c_.probe_every;
+    CURLcode result = CURLE_OK;
+    for (bool done = false; !done;) {
+      int running = 0;
+      curl_multi_perform(m_, &running);
+      int queued = 0;
+      while (CURLMsg* msg = curl_multi_info_read(m_, &queued)) {
+        if (msg->msg != CURLMSG_DONE) continue;
+        if (msg->easy_handle == h_) {
+          result = msg->data.result;
+          done = true;
+        } else if (msg->easy_handle == probe_) {
+          curl_multi_remove_handle(m_, probe_);
+          probing_ = false;
+          long status = 0;
+          curl_easy_getinfo(probe_, CURLINFO_RESPONSE_CODE, &status);
+          if (msg->data.result != CURLE_OK || status != 200) {
+            stuck = msg->data.result == CURLE_OPERATION_TIMEDOUT
+                        ? "the member did not answer a probe within " + std::to_string(c_.attempt_timeout.count()) +
+                              " ms (frozen, or cut off)"
+                        : "a probe of the member failed: " +
+                              (msg->data.result != CURLE_OK ? describe(msg->data.result)
+                                                            : "HTTP " + std::to_string(status) + " " +
+                                                                  probe_reply.substr(0, 200));
+            done = true;
+          }
+          next_probe = clock::now() + c_.probe_every;
+        }
+      }
+      if (done) break;
+      if (cancelled_ || interrupted_) {
+        result = CURLE_ABORTED_BY_CALLBACK;
+        break;
+      }
+      if (!probing_ && clock::now() >= next_probe) {
+        probe_reply.clear();
+        setup(probe_, probe_url, probe_body, false, &probe_reply, c_.attempt_timeout);
+        curl_easy_setopt(probe_, CURLOPT_ERRORBUFFER, probe_err_);  // errbuf_ is the watch's
+        curl_multi_add_handle(m_, probe_);
+        probing_ = true;
+      }
+      curl_multi_poll(m_, nullptr, 0, 100, nullptr);
+    }
+    if (probing_) curl_multi_remove_handle(m_, probe_);
+    probing_ = false;
+    curl_multi_remove_handle(m_, h_);
+    return result;
+  }
+
+  /// Sets handle h up for one request (a watch when stream).
+  void setup(CURL* h, const std::string& url, const std::string& body, bool stream, void* sink,
+             std::chrono::milliseconds timeout) {
+    curl_easy_reset(h);
+    curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(h, CURLOPT_POST, 1L);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body.c_str());
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(c_.attempt_timeout.count()));
+    curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
+    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, &on_progress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, this);
+    if (!c_.ca.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, c_.ca.c_str());
     // The client certificate and key as read (and the key checked) at start, else their files.
     if (!c_.cert_pem.empty()) {
       curl_blob b{const_cast<char*>(c_.cert_pem.data()), c_.cert_pem.size(), CURL_BLOB_COPY};
-      curl_easy_setopt(h_, CURLOPT_SSLCERT_BLOB, &b);
+      curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &b);
     } else if (!c_.cert.empty()) {
-      curl_easy_setopt(h_, CURLOPT_SSLCERT, c_.cert.c_str());
+      curl_easy_setopt(h, CURLOPT_SSLCERT, c_.cert.c_str());
     }
     if (!c_.key_pem.empty()) {
       curl_blob b{const_cast<char*>(c_.key_pem.data()), c_.key_pem.size(), CURL_BLOB_COPY};
-      curl_easy_setopt(h_, CURLOPT_SSLKEY_BLOB, &b);
+      curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &b);
     } else if (!c_.key.empty()) {
-      curl_easy_setopt(h_, CURLOPT_SSLKEY, c_.key.c_str());
+      curl_easy_setopt(h, CURLOPT_SSLKEY, c_.key.c_str());
     }
     errbuf_[0] = '\0';
-    curl_easy_setopt(h_, CURLOPT_ERRORBUFFER, errbuf_);
-    curl_easy_setopt(h_, CURLOPT_HTTPHEADER, headers_);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf_);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers_);
     if (stream) {
-      curl_easy_setopt(h_, CURLOPT_WRITEFUNCTION, &on_stream);
-      curl_easy_setopt(h_, CURLOPT_WRITEDATA, sink);
+      curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &on_stream);
+      curl_easy_setopt(h, CURLOPT_WRITEDATA, sink);
       // A watch lasts; the keep-alive probes find a dead member's connection.
-      curl_easy_setopt(h_, CURLOPT_TCP_KEEPALIVE, 1L);
-      curl_easy_setopt(h_, CURLOPT_TCP_KEEPIDLE, 5L);
-      curl_easy_setopt(h_, CURLOPT_TCP_KEEPINTVL, 2L);
+      curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+      curl_easy_setopt(h, CURLOPT_TCP_KEEPIDLE, 5L);
+      curl_easy_setopt(h, CURLOPT_TCP_KEEPINTVL, 2L);
     } else {
-      curl_easy_setopt(h_, CURLOPT_WRITEFUNCTION, &on_body);
-      curl_easy_setopt(h_, CURLOPT_WRITEDATA, sink);
-      curl_easy_setopt(h_, CURLOPT_TIMEOUT_MS, static_cast<long>(c_.timeout.count()));
+      curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &on_body);
+      curl_easy_setopt(h, CURLOPT_WRITEDATA, sink);
+      curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>((timeout.count() ? timeout : c_.timeout).count()));
     }
-    return curl_easy_perform(h_);
   }
 
   /// One request: tried at each endpoint in turn until one answers.
@@ -533,13 +627,19 @@ class etcd_client final : public client {
     std::string text = body.dump();
     attempts tried;
     access_refused_ = false;
-    for (std::size_t attempt = 0; attempt < c_.endpoints.size(); ++attempt) {
+    // First each endpoint with attempt_timeout; then, if every one timed
+    // out, each again with the whole timeout (a slow cluster).
+    const std::size_t n = c_.endpoints.size();
+    std::size_t timed_out = 0;
+    for (std::size_t attempt = 0; attempt < 2 * n; ++attempt) {
+      if (attempt == n && timed_out < n) break;
       if (cancelled_) return fail("cancelled", error);
       const std::string& ep = endpoint();
       std::string got;
-      CURLcode rc = perform(ep + path, text, false, &got);
+      CURLcode rc = perform(ep + path, text, false, &got, attempt < n ? c_.attempt_timeout : c_.timeout);
       if (rc != CURLE_OK) {
-        note(tried, ep, rc);
+        if (attempt < n) note(tried, ep, rc);
+        timed_out += rc == CURLE_OPERATION_TIMEDOUT ? 1 : 0;
         next_endpoint();
         continue;
       }
@@ -578,6 +678,9 @@ class etcd_client final : public client {
 
   client_config c_;
   CURL* h_ = nullptr;
+  CURLM* m_ = nullptr;      ///< the watch's: the stream and its probes
+  CURL* probe_ = nullptr;
+  bool probing_ = false;    ///< probe_ is in m_
   curl_slist* headers_ = nullptr;
   std::size_t current_ = 0;
   std::atomic<bool> cancelled_{false};
@@ -585,6 +688,7 @@ class etcd_client final : public client {
   bool watching_ = false;  ///< the calling thread's: a watch is under way
   bool access_refused_ = false;
   char errbuf_[CURL_ERROR_SIZE] = {};
+  char probe_err_[CURL_ERROR_SIZE] = {};
 };
 
 }  // namespace

@@ -7,7 +7,10 @@ load helpers
 
 setup_file() {
   ETCD_DIR=$BATS_FILE_TMPDIR/etcd
-  ETCD_ENDPOINTS=$("$BATS_TEST_DIRNAME/../tools/etcd-cluster" start "$ETCD_DIR" 3 | tail -n 1)
+  # Progress notifications twice a second (etcd's default is 10 minutes): a
+  # quiet prefix's watch learns how far etcd has got (docs/store.md).
+  ETCD_ENDPOINTS=$(ETCD_EXTRA=--experimental-watch-progress-notify-interval=500ms \
+    "$BATS_TEST_DIRNAME/../tools/etcd-cluster" start "$ETCD_DIR" 3 | tail -n 1)
   [ -n "$ETCD_ENDPOINTS" ] || { echo "the etcd cluster did not start" >&2; return 1; }
   export ETCD_DIR ETCD_ENDPOINTS
 }
@@ -28,6 +31,7 @@ setup() {
 teardown() {
   local p
   for p in "${STORE_PID[@]}"; do kill -CONT "$p" 2>/dev/null || true; done
+  if [ -n "${FROZEN_MEMBER:-}" ]; then "$BATS_TEST_DIRNAME/../tools/etcd-cluster" thaw "$ETCD_DIR" "$FROZEN_MEMBER" || true; fi
   if [ -n "${QUOTA_ETCD:-}" ]; then kill "$QUOTA_ETCD" 2>/dev/null || true; fi
   if [ -n "${AUTH_ETCD_DIR:-}" ]; then "$BATS_TEST_DIRNAME/../tools/etcd-cluster" stop "$AUTH_ETCD_DIR" || true; fi
   teardown_common
@@ -327,6 +331,79 @@ rounds() {
   [ "$(round_of 2 c1)" = 4 ]
   rounds 1 c1 2 1
   [ "$(round_of 0 c1)" = 5 ]
+}
+
+# ---- One member frozen, a quiet prefix compacted (issue #31 items 7 and 8) -------------------
+
+# member_index ENDPOINT: the index (0-2) of the member at ENDPOINT (host:port).
+member_index() {
+  local i=0 e
+  for e in ${ETCD_ENDPOINTS//,/ }; do
+    [ "${e#http://}" = "$1" ] && { echo "$i"; return; }
+    i=$((i + 1))
+  done
+  return 1
+}
+# a_follower: a member that is not the leader.
+a_follower() { echo $((($("$BATS_TEST_DIRNAME/../tools/etcd-cluster" leader "$ETCD_DIR") + 1) % 3)); }
+
+@test "one frozen etcd member (SIGSTOP) stalls no host: the hosts that listed it first go on, and --timeout is kept" {
+  # Found in review: a host that listed the frozen member first made no
+  # progress at all, and its participants' --timeout was not kept.
+  local f m0 m1 m2 e all
+  f=$(a_follower)
+  IFS=, read -r m0 m1 m2 <<<"${ETCD_ENDPOINTS//http:\/\//}"
+  e=("$m0" "$m1" "$m2")
+  # Every host lists the member to freeze first.
+  all="${e[$f]},${e[$(((f + 1) % 3))]},${e[$(((f + 2) % 3))]}"
+  STORE_OF="etcd://$all/${STORE##*/}" store_host 0
+  STORE_OF="etcd://$all/${STORE##*/}" store_host 1
+  rounds 1 z1 0 1
+  "$BATS_TEST_DIRNAME/../tools/etcd-cluster" freeze "$ETCD_DIR" "$f"
+  FROZEN_MEMBER=$f
+  # Rounds through both hosts go on, each within seconds.
+  local start=$SECONDS
+  rounds 3 z1 0 1
+  [ $((SECONDS - start)) -lt 20 ]
+  # A participant alone times out at its --timeout, withdrawn.
+  start=$SECONDS
+  run -124 env TFBARRIER_ADDR="$A_1" timeout 30 "$TFB" wait --name z2 --n 2 --rank 1 --timeout 3s
+  [ $((SECONDS - start)) -lt 9 ]
+  on 0 late --name z2 --n 2 --rank 0
+  on 1 late1 --name z2 --n 2 --rank 1
+  expect_exits 0 late late1
+  "$BATS_TEST_DIRNAME/../tools/etcd-cluster" thaw "$ETCD_DIR" "$f"
+  FROZEN_MEMBER=
+}
+
+@test "a quiet prefix, another tenant's compaction and a broken watch: the host resumes without starting over" {
+  # Found in review: the watch's resume revision moved only on events under
+  # the prefix, so a broken watch met the compaction and the host started
+  # over, closing every connection.
+  STORE_LEASE=10s
+  local f m
+  f=$(a_follower)
+  m=$(echo "$ETCD_ENDPOINTS" | cut -d, -f$((f + 1)))
+  store_host 0
+  STORE_OF="etcd://${m#http://}/${STORE##*/}" store_host 1  # host 1 watches through member f only
+  rounds 1 q1 0 1
+  on 1 waiting --name q2 --n 2 --rank 1 --timeout 60s
+  TFBARRIER_ADDR=$A_1 wait_arrived q2 1
+  # Another tenant writes; the prefix stays quiet; then it compacts.
+  local i rev
+  for i in $(seq 30); do ctl put /other-tenant/k "$i" >/dev/null; done
+  sleep 1.5  # progress notifications (every 500 ms) reach the hosts
+  rev=$(ctl get / --prefix --keys-only -w json | python3 -c 'import json,sys; print(json.load(sys.stdin)["header"]["revision"])')
+  ctl compact "$rev" >/dev/null
+  # Host 1's watch breaks: its member stops answering, then answers again.
+  "$BATS_TEST_DIRNAME/../tools/etcd-cluster" freeze "$ETCD_DIR" "$f"
+  FROZEN_MEMBER=$f
+  wait_for_match "$HOST_LOG" "tfbarrier\[${STORE_PID[1]}\]: warning: the store's watch broke" 10
+  "$BATS_TEST_DIRNAME/../tools/etcd-cluster" thaw "$ETCD_DIR" "$f"
+  FROZEN_MEMBER=
+  on 0 other --name q2 --n 2 --rank 0
+  expect_exits 0 other waiting
+  ! grep -E "tfbarrier\[${STORE_PID[1]}\]: .*(was compacted|starting over)" "$HOST_LOG" || false
 }
 
 @test "etcd's space quota exceeded (NOSPACE): the host says so and what to do, and no arrival is lost" {

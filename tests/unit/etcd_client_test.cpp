@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -46,11 +47,18 @@ std::string dead_endpoint() { return "http://127.0.0.1:1"; }
 
 class cluster {
  public:
-  explicit cluster(int n) {
+  /// n members; extra: more options for each (ETCD_EXTRA of etcd-cluster).
+  explicit cluster(int n, const std::string& extra = {}) {
     char tmpl[] = "/tmp/tfb-etcd-XXXXXX";
     dir_ = mkdtemp(tmpl);
-    endpoints_ = run(std::string(TFB_ETCD_CLUSTER) + " start " + dir_ + " " + std::to_string(n));
+    endpoints_ = run("ETCD_EXTRA='" + extra + "' " + std::string(TFB_ETCD_CLUSTER) + " start " + dir_ + " " +
+                     std::to_string(n));
   }
+  /// SIGSTOP (freeze) or SIGCONT (thaw) member i.
+  void freeze(int i) const { run(std::string(TFB_ETCD_CLUSTER) + " freeze " + dir_ + " " + std::to_string(i)); }
+  void thaw(int i) const { run(std::string(TFB_ETCD_CLUSTER) + " thaw " + dir_ + " " + std::to_string(i)); }
+  /// A member that is not the leader (freezing the leader would add an election to what is measured).
+  int follower() const { return (std::stoi(run(std::string(TFB_ETCD_CLUSTER) + " leader " + dir_)) + 1) % 3; }
   ~cluster() {
     run(std::string(TFB_ETCD_CLUSTER) + " stop " + dir_);
     std::filesystem::remove_all(dir_);
@@ -65,10 +73,12 @@ class cluster {
   std::string dir_, endpoints_;
 };
 
-std::unique_ptr<client> make(const std::vector<std::string>& eps, std::chrono::milliseconds timeout = 2000ms) {
+std::unique_ptr<client> make(const std::vector<std::string>& eps, std::chrono::milliseconds timeout = 2000ms,
+                             std::size_t first = 0) {
   client_config cfg;
   cfg.endpoints = eps;
   cfg.timeout = timeout;
+  cfg.first = first;
   std::string error;
   std::unique_ptr<client> c(tfb_etcd_client_new(&cfg, &error));
   EXPECT_TRUE(c) << error;
@@ -399,4 +409,100 @@ TEST(etcd_cluster3, survives_the_loss_of_a_member) {
   ASSERT_TRUE(c->range("/k", "", out, rev, error)) << error;
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].value, "2");
+}
+
+// Issue #31 item 7: one frozen member of three (SIGSTOP: it accepts
+// connections and answers nothing, as a paused VM or a black-holed link).
+// Before, a request waited on it for the whole timeout and a watch on it
+// waited for ever.
+TEST(etcd_cluster3, a_frozen_member_costs_a_request_about_a_second_then_none) {
+  cluster three(3);
+  auto eps = three.endpoints();
+  const int f = three.follower();
+  auto c = make(eps, 5000ms, f);  // starts at member f
+  std::string error;
+  txn_result r;
+  ASSERT_TRUE(c->txn({}, {put("/f", "1")}, {}, r, error)) << error;
+  three.freeze(f);
+  auto t0 = std::chrono::steady_clock::now();
+  bool ok = c->txn({}, {put("/f", "2")}, {}, r, error);
+  auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_TRUE(ok) << error;
+  EXPECT_LT(took, 2500ms) << "a request waited on the frozen member";
+  // It stays with the member that answered: the next request does not wait.
+  t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(c->txn({}, {put("/f", "3")}, {}, r, error)) << error;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 900ms);
+  // A client that starts elsewhere never meets the frozen one.
+  auto d = make(eps, 5000ms, f + 1);
+  t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(d->txn({}, {put("/f", "4")}, {}, r, error)) << error;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 900ms);
+  three.thaw(f);
+}
+
+TEST(etcd_cluster3, a_watch_on_a_frozen_member_ends_and_resumes_on_a_healthy_one) {
+  cluster three(3);
+  auto eps = three.endpoints();
+  const int f = three.follower();
+  auto c = make(eps, 2000ms, f);  // watches through member f
+  auto w = make(eps, 2000ms, f + 1);
+  std::string error;
+  txn_result r;
+  ASSERT_TRUE(w->txn({}, {put("/w/a", "1")}, {}, r, error)) << error;
+  std::int64_t from = r.revision + 1;
+  std::atomic<bool> ended{false};
+  watch_end end = watch_end::cancelled;
+  std::string werror;
+  std::thread t([&] {
+    end = c->watch("/w/", prefix_end("/w/"), from, [](const std::vector<event>&) { return true; }, werror);
+    ended = true;
+  });
+  std::this_thread::sleep_for(300ms);
+  three.freeze(f);
+  auto t0 = std::chrono::steady_clock::now();
+  while (!ended && std::chrono::steady_clock::now() - t0 < 8s) std::this_thread::sleep_for(50ms);
+  auto took = std::chrono::steady_clock::now() - t0;
+  if (!ended) c->cancel();  // the watch waited on the frozen member
+  t.join();
+  ASSERT_TRUE(ended.load()) << "the watch on a frozen member did not end";
+  EXPECT_LT(took, 3500ms);
+  EXPECT_EQ(end, watch_end::failed);
+  EXPECT_NE(werror.find("did not answer a probe"), std::string::npos) << werror;
+  // Resumed from its revision, on the next endpoint: nothing is missed.
+  ASSERT_TRUE(w->txn({}, {put("/w/b", "2")}, {}, r, error)) << error;
+  std::vector<std::string> keys;
+  end = c->watch("/w/", prefix_end("/w/"), from, [&](const std::vector<event>& evs) {
+    for (const auto& e : evs) keys.push_back(e.now.key);
+    return keys.size() < 1;
+  }, werror);
+  EXPECT_EQ(end, watch_end::cancelled) << werror;
+  EXPECT_EQ(keys, std::vector<std::string>{"/w/b"});
+  three.thaw(f);
+}
+
+// Issue #31 item 8: a quiet prefix's watch learns how far etcd has got
+// (progress notifications), so that it can resume after a compaction that
+// another tenant made.
+TEST(etcd_progress, a_quiet_watch_is_told_the_revision_etcd_has_reached) {
+  cluster one(1, "--experimental-watch-progress-notify-interval=300ms");
+  auto c = make(one.endpoints());
+  auto o = make(one.endpoints());
+  std::string error;
+  txn_result r;
+  ASSERT_TRUE(o->txn({}, {put("/mine/a", "1")}, {}, r, error)) << error;
+  std::int64_t from = r.revision + 1;
+  // Another tenant writes; under /mine/ nothing happens.
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(o->txn({}, {put("/other/k", std::to_string(i))}, {}, r, error)) << error;
+  const std::int64_t reached = r.revision;
+  std::atomic<std::int64_t> told{0};
+  std::thread t([&] {
+    std::string e;
+    c->watch("/mine/", prefix_end("/mine/"), from, [](const std::vector<event>&) { return true; }, e,
+             [&](std::int64_t rev) { told = rev; });
+  });
+  for (int i = 0; i < 60 && told < reached; ++i) std::this_thread::sleep_for(100ms);
+  c->cancel();
+  t.join();
+  EXPECT_GE(told.load(), reached);
 }
