@@ -15,6 +15,10 @@ faults are then the store's:
              host_stop          SIGSTOP one host for 0.3 s to lease + 2 s (past its lease: fenced), then SIGCONT
              etcd_leader_kill   kill -9 etcd's leader, restart it 0.5-3 s later
              etcd_rolling       restart the three etcd members one by one (kill -9, 0.3-1 s, restart, healthy)
+             etcd_freeze        SIGSTOP one etcd member (the leader one time in three) for 0.5-4 s, then SIGCONT:
+                                it holds its connections and answers nothing (issue #31 item 7)
+etcd runs with progress notifications every 500 ms and compacts its history
+every minute (auto-compaction, periodic 1m), as docs/store.md's recipe asks.
 A death is hidden from the others until the fault that covered it ends plus
 the lease and its slack (a withdrawal is applied when the lease expires).
 
@@ -618,7 +622,7 @@ class Harness:
     def global_kinds(self):
         kinds = {"host_kill": 3, "host_stop": 3}
         if self.store:
-            kinds.update({"etcd_leader_kill": 2, "etcd_rolling": 1})
+            kinds.update({"etcd_leader_kill": 2, "etcd_rolling": 1, "etcd_freeze": 2})
         if self.netns:
             kinds.update({"link_down": 3, "drop": 2, "loss": 1})
         for k in self.args.no_fault or []:
@@ -643,6 +647,9 @@ class Harness:
     def etcd(self, *args):
         return run([os.path.join(REPO, "tests/tools/etcd-cluster")] + list(args) + [], check=True).stdout.strip()
 
+    ETCD_EXTRA = ("--experimental-watch-progress-notify-interval=500ms "
+                  "--auto-compaction-mode=periodic --auto-compaction-retention=1m")
+
     def global_fault(self, kind, rng):
         host = rng.choice(self.hosts)
         which = "host %d (%s) " % (host.index, host.addr) if self.store else ""
@@ -663,6 +670,16 @@ class Harness:
                 time.sleep(down)
                 self.etcd("restart", self.etcd_dir, leader)
             return "etcd member %s (the leader) down %.2fs" % (leader, down)
+        if kind == "etcd_freeze":
+            with self.etcd_lock:
+                member = self.etcd("leader", self.etcd_dir) if rng.random() < 1 / 3 else str(rng.randrange(3))
+                length = rng.uniform(0.5, 4.0)
+                self.etcd("freeze", self.etcd_dir, member)
+                try:
+                    time.sleep(length)
+                finally:
+                    self.etcd("thaw", self.etcd_dir, member)
+            return "etcd member %s frozen %.2fs" % (member, length)
         if kind == "etcd_rolling":
             parts = []
             with self.etcd_lock:
@@ -734,6 +751,7 @@ class Harness:
     # ------------------------------------------------------------ main loop
 
     def start_store(self):
+        os.environ["ETCD_EXTRA"] = self.ETCD_EXTRA  # for start, and restart after a kill
         eps = self.etcd("start", self.etcd_dir, "3").splitlines()[-1]
         self.store = "etcd://%s/faults-%d" % (eps.replace("http://", ""), self.args.seed)
         self.note("etcd at %s" % eps)
