@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <fmt/format.h>
+#include <optional>
 #include <set>
 
 #include "auth.h"
@@ -289,6 +290,19 @@ std::vector<action> follower::on_catch_up(catch_up cu) {
                           p == r_.hosts().end() ? std::string() : p->second.format()});
   }
   return acts;
+}
+
+bool refuse_when_behind(const door_input& in, std::size_t backlog, std::size_t max, output& out) {
+  if (backlog <= max) return false;
+  std::optional<conn_id> c;
+  if (const auto* a = std::get_if<input::arrive>(&in)) c = a->c;
+  if (const auto* d = std::get_if<input::decide>(&in)) c = d->c;
+  if (const auto* b = std::get_if<input::abort>(&in)) c = b->c;
+  if (!c) return false;
+  out.sends.push_back({*c, proto::error_reply{proto::error_kind::busy,
+                                              "this host's writes to the store are far behind (etcd is slow or "
+                                              "away); try again shortly"}});
+  return true;
 }
 
 bool follower::keeper() const {

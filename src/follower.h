@@ -148,4 +148,11 @@ class follower {
   void compare_digest(const layout::parsed& k, const event& ev, std::vector<action>& acts);
 };
 
+/// Bounds what waits for etcd (issue #31 item 10): with backlog bytes of
+/// lines not yet written past max, new work (an arrival, a verdict, an
+/// abort) is refused with BUSY, and its client tries again after a back-off;
+/// a departure is always taken, so that no one who left stays counted.
+/// True when in is refused (out then holds the reply).
+bool refuse_when_behind(const door_input& in, std::size_t backlog, std::size_t max, output& out);
+
 }  // namespace tfb::store

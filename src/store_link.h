@@ -193,18 +193,7 @@ class link_door final : public door {
  public:
   explicit link_door(link& l) : link_(l) {}
   bool submit(const door_input& in, output& out, std::string&) override {
-    if (link_.backlog() > link::max_backlog_bytes) {  // etcd is far behind: new work waits
-      std::optional<conn_id> c;
-      if (const auto* a = std::get_if<input::arrive>(&in)) c = a->c;
-      if (const auto* d = std::get_if<input::decide>(&in)) c = d->c;
-      if (const auto* b = std::get_if<input::abort>(&in)) c = b->c;
-      if (c) {
-        out.sends.push_back({*c, proto::error_reply{proto::error_kind::busy,
-                                                   "this host's writes to the store are far behind (etcd is slow "
-                                                   "or away); try again shortly"}});
-        return true;
-      }
-    }
+    if (refuse_when_behind(in, link_.backlog(), link::max_backlog_bytes, out)) return true;
     if (const auto* a = std::get_if<input::arrive>(&in)) joined_.insert(a->c);
     if (const auto* d = std::get_if<input::decide>(&in)) joined_.insert(d->c);
     if (const auto* l = std::get_if<input::leave>(&in)) {

@@ -394,5 +394,29 @@ TEST(Follower, CatchingUpFromAnyRevisionEndsWhereWatchingLiveEnds) {
   }
 }
 
+// Issue #31 item 10: what waits for etcd is bounded. Past the bound new work
+// is refused with BUSY (its client backs off and tries again); a departure
+// is always taken, so that no one who left is counted.
+TEST(Follower, PastTheBacklogBoundNewWorkIsRefusedWithBusyAndADepartureIsTaken) {
+  proto::arrive a;
+  a.name = "b";
+  a.n = 2;
+  output out;
+  EXPECT_FALSE(refuse_when_behind(input::arrive{7, a, {}, 0}, 100, 100, out));
+  EXPECT_TRUE(out.sends.empty());
+  EXPECT_TRUE(refuse_when_behind(input::arrive{7, a, {}, 0}, 101, 100, out));
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(out.sends[0].to, 7u);
+  const auto* e = std::get_if<proto::error_reply>(&out.sends[0].msg);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->kind, proto::error_kind::busy);
+  EXPECT_NE(e->text.find("far behind"), std::string::npos);
+  EXPECT_TRUE(refuse_when_behind(input::decide{8, proto::decide{}, {}, 0}, 101, 100, out));
+  EXPECT_TRUE(refuse_when_behind(input::abort{9, proto::abort_req{}, 0}, 101, 100, out));
+  EXPECT_FALSE(refuse_when_behind(input::leave{7, departure::left, 0}, 1 << 30, 100, out));
+  EXPECT_FALSE(refuse_when_behind(input::leave{7, departure::disconnected, 0}, 1 << 30, 100, out));
+  EXPECT_EQ(out.sends.size(), 3u);
+}
+
 }  // namespace
 }  // namespace tfb::store
