@@ -48,6 +48,16 @@ std::vector<straggler> ranked(std::map<std::string, tally>& m, bool nodes) {
 }
 }  // namespace
 
+std::uint32_t median_offset(const hist::round_view& r) {
+  if (r.arrivals.empty()) return 0;
+  std::vector<std::uint32_t> v;
+  v.reserve(r.arrivals.size());
+  for (const auto& x : r.arrivals) v.push_back(x.offset_ms);
+  auto m = v.begin() + static_cast<std::ptrdiff_t>((v.size() - 1) / 2);  // the lower median: an arrival's own
+  std::nth_element(v.begin(), m, v.end());
+  return *m;
+}
+
 std::string lateness(double ms) {
   if (ms < 1000) return fmt::format("+{:.0f} ms", ms);
   if (ms < 60'000) return fmt::format("+{:.1f} s", ms / 1000);
@@ -64,8 +74,9 @@ analysis analyze(const std::vector<hist::round_view>& rounds, std::size_t last_f
     for (const auto& x : r.arrivals) order.push_back(&x);
     std::stable_sort(order.begin(), order.end(), [](auto* x, auto* y) { return x->offset_ms > y->offset_ms; });
     if (!order.empty()) s.spread_ms = order.front()->offset_ms;
+    const std::uint32_t med = s.median_ms = median_offset(r);
     for (std::size_t i = 0; i < order.size() && i < last_few; ++i)
-      s.last.push_back({order[i]->rank, order[i]->node, order[i]->offset_ms});
+      s.last.push_back({order[i]->rank, order[i]->node, late_after(order[i]->offset_ms, med), order[i]->offset_ms});
     a.rounds.push_back(std::move(s));
     if (order.size() < 2) continue;  // nobody is late in a round of one
     std::size_t slow = static_cast<std::size_t>(std::ceil(0.05 * static_cast<double>(order.size())));
@@ -79,9 +90,9 @@ analysis analyze(const std::vector<hist::round_view>& rounds, std::size_t last_f
       ++t.rounds;
       if (i == 0) ++t.last;
       if (i < slow) ++t.slowest;
-      t.late.push_back(x->offset_ms);
+      t.late.push_back(late_after(x->offset_ms, med));
       auto& nl = node_late[x->node];
-      nl = std::max(nl, x->offset_ms);
+      nl = std::max(nl, late_after(x->offset_ms, med));
       tally& nt = by_node["node " + x->node];
       if (x->rank) nt.rank_set.insert(*x->rank);
       if (i < slow && slow_nodes.insert(x->node).second) ++nt.slowest;
@@ -115,7 +126,7 @@ std::string text(const analysis& a, std::size_t top) {
   }
   out += fmt::format("\nPER ROUND ({} rounds)\n", n);
   out += fmt::format("{:<12} {:<16} {:>5} {:<8} {:<8} {:>6} {:>10}  {}\n", "SCOPE", "NAME", "ROUND", "END", "VERDICT",
-                     "RANKS", "SPREAD", "LAST (rank@node lateness)");
+                     "RANKS", "SPREAD", "LAST (rank@node after the median)");
   for (const auto& s : a.rounds) {
     const auto& r = *s.round;
     std::string last;
@@ -150,12 +161,14 @@ std::string json(const analysis& a) {
     const auto& r = *s.round;
     json arr = json::array();
     for (const auto& x : r.arrivals)
-      arr.push_back({{"rank", x.rank ? json(*x.rank) : json(nullptr)}, {"node", x.node}, {"late_ms", x.offset_ms}});
+      arr.push_back({{"rank", x.rank ? json(*x.rank) : json(nullptr)}, {"node", x.node},
+                     {"late_ms", late_after(x.offset_ms, s.median_ms)}, {"after_first_ms", x.offset_ms}});
     rounds.push_back({{"seq", r.seq}, {"scope", r.scope}, {"name", r.name}, {"round", r.gen},
                       {"n", r.n ? json(*r.n) : json(nullptr)}, {"end", hist::to_string(r.end)},
                       {"verdict", r.v == proto::verdict::none ? json(nullptr) : json(proto::to_string(r.v))},
                       {"first_arrival_unix_ms", r.at_ms}, {"duration_ms", r.duration_ms},
-                      {"spread_ms", s.spread_ms}, {"withdrawn", r.withdrawn}, {"timeouts", r.timeouts},
+                      {"spread_ms", s.spread_ms}, {"median_arrival_ms", s.median_ms}, {"withdrawn", r.withdrawn},
+                      {"timeouts", r.timeouts},
                       {"arrivals", arr}});
   }
   auto list = [](const std::vector<straggler>& v, const char* extra) {
@@ -190,12 +203,16 @@ std::string csv_text(std::string_view s) {
 std::string csv(const std::vector<hist::round_view>& rounds) {
   // Numbers as they are (they cannot start a formula: only digits and, for
   // the unix time, a '-'); every text field through csv_text.
-  std::string out = "seq,scope,name,round,end,verdict,first_arrival_unix_ms,rank,node,late_ms\n";
-  for (const auto& r : rounds)
+  // late_ms: after the round's median arrival; after_first_ms: after its first.
+  std::string out = "seq,scope,name,round,end,verdict,first_arrival_unix_ms,rank,node,late_ms,after_first_ms\n";
+  for (const auto& r : rounds) {
+    const std::uint32_t med = median_offset(r);
     for (const auto& x : r.arrivals)
-      out += fmt::format("{},{},{},{},{},{},{},{},{},{}\n", r.seq, csv_text(r.scope), csv_text(r.name), r.gen,
+      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", r.seq, csv_text(r.scope), csv_text(r.name), r.gen,
                          hist::to_string(r.end), r.v == proto::verdict::none ? "" : proto::to_string(r.v), r.at_ms,
-                         x.rank ? std::to_string(*x.rank) : "", csv_text(x.node), x.offset_ms);
+                         x.rank ? std::to_string(*x.rank) : "", csv_text(x.node), late_after(x.offset_ms, med),
+                         x.offset_ms);
+  }
   return out;
 }
 
@@ -243,7 +260,7 @@ binning bin_ranks(const std::vector<hist::round_view>& rounds, std::size_t colum
 }
 
 namespace {
-/// Per round, per column: the latest arrival of its ranks, or -1 when none arrived.
+/// Per round, per column: the latest lateness of its ranks (after the round's median arrival), or -1 when none arrived.
 std::vector<std::vector<double>> grid(const std::vector<hist::round_view>& rounds, const binning& b, double& top) {
   std::map<std::uint32_t, std::size_t> col;
   for (std::size_t c = 0; c < b.members.size(); ++c)
@@ -252,12 +269,14 @@ std::vector<std::vector<double>> grid(const std::vector<hist::round_view>& round
   top = 0;
   for (const auto& r : rounds) {
     std::vector<double> row(b.members.size(), -1);
+    const std::uint32_t med = median_offset(r);
     for (const auto& x : r.arrivals) {
       if (!x.rank) continue;
       auto it = col.find(*x.rank);
       if (it == col.end()) continue;
-      row[it->second] = std::max(row[it->second], static_cast<double>(x.offset_ms));
-      top = std::max(top, static_cast<double>(x.offset_ms));
+      const double late = late_after(x.offset_ms, med);
+      row[it->second] = std::max(row[it->second], late);
+      top = std::max(top, late);
     }
     g.push_back(std::move(row));
   }
@@ -303,7 +322,7 @@ std::string heatmap(const std::vector<hist::round_view>& rounds, std::size_t wid
   out += fmt::format("legend: '{}' on time (0 ms)", shades[0]);
   for (int l = 1; l <= 4; ++l)
     out += fmt::format(", '{}' up to {}", shades[l], lateness(top * l / 4));
-  out += fmt::format(", '{}' did not arrive; after the round's first arrival\n", absent);
+  out += fmt::format(", '{}' did not arrive; after the round's median arrival\n", absent);
   return out;
 }
 
@@ -344,8 +363,8 @@ std::string svg(const std::vector<hist::round_view>& rounds) {
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" viewBox=\"0 0 {:.0f} {:.0f}\" "
       "font-family=\"sans-serif\" font-size=\"12\">\n"
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-      "<text x=\"{:.0f}\" y=\"24\" font-size=\"16\" font-weight=\"bold\">Who is late? Arrival after each round's first "
-      "arrival</text>\n"
+      "<text x=\"{:.0f}\" y=\"24\" font-size=\"16\" font-weight=\"bold\">Who is late? Arrival after each round's "
+      "median arrival</text>\n"
       "<text x=\"{:.0f}\" y=\"44\" fill=\"#555\">{}</text>\n",
       w, h, w, h, 16.0, 16.0, esc(b.how));
   for (std::size_t i = 0; i < g.size(); ++i) {

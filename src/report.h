@@ -14,12 +14,24 @@ namespace tfb::report {
 struct late_rank {
   std::optional<std::uint32_t> rank;
   std::string node;
-  std::uint32_t late_ms = 0;  ///< after the round's first arrival
+  std::uint32_t late_ms = 0;         ///< after the round's median arrival (0 when not after it)
+  std::uint32_t after_first_ms = 0;  ///< after the round's first arrival
 };
+
+/// Lateness is measured from a robust reference, the round's median arrival
+/// (issue #32): when many processes start at once, "after the first"
+/// paints every rank behind the quickest one late. The median of a round's
+/// arrival offsets (after its first), or 0 for a round with none.
+std::uint32_t median_offset(const hist::round_view& r);
+/// How late arrival x was: after the round's median (median_offset), 0 when not.
+inline std::uint32_t late_after(std::uint32_t offset_ms, std::uint32_t median_ms) {
+  return offset_ms > median_ms ? offset_ms - median_ms : 0;
+}
 
 struct round_summary {
   const hist::round_view* round = nullptr;
   std::uint32_t spread_ms = 0;  ///< first to last arrival
+  std::uint32_t median_ms = 0;  ///< the median arrival, after the first (median_offset)
   std::vector<late_rank> last;  ///< the last few, latest first
 };
 
@@ -30,7 +42,7 @@ struct straggler {
   std::uint32_t rounds = 0;  ///< rounds it arrived in
   std::uint32_t last = 0;    ///< rounds it was last in (for a node: its rank was the last arrival)
   std::uint32_t slowest = 0; ///< rounds it was among the last ceil(5% of arrivals)
-  double median_ms = 0, worst_ms = 0;  ///< its lateness (a node's: its latest rank's)
+  double median_ms = 0, worst_ms = 0;  ///< its lateness after each round's median (a node's: its latest rank's)
 };
 
 struct analysis {

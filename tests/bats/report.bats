@@ -36,7 +36,7 @@ rounds() {
   run -0 timeout 20 "$TFB" report --json
   python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["stragglers"]["ranks"][0]["who"]=="rank 3"; assert len(d["rounds"])==3' "$output"
   run -0 timeout 20 "$TFB" report --csv --last 2
-  assert_line --index 0 'seq,scope,name,round,end,verdict,first_arrival_unix_ms,rank,node,late_ms'
+  assert_line --index 0 'seq,scope,name,round,end,verdict,first_arrival_unix_ms,rank,node,late_ms,after_first_ms'
   [ "${#lines[@]}" -eq 9 ]
   kill "$HOST_PID"
   wait "$HOST_PID" || true
@@ -152,7 +152,7 @@ import csv, sys
 rows = list(csv.reader(open(sys.argv[1], newline="")))
 assert rows[0][8] == "node", rows[0]
 for r in rows:
-    assert len(r) == 10, r
+    assert len(r) == 11, r
 for r in rows[1:]:
     print(r[8])
 PY
@@ -252,5 +252,5 @@ restart_on() {
   # ',' is '_' in the history (it separates arrivals); '"' stays, doubled in the file.
   assert_equal "${lines[0]}" "'@SUM(1+1)\"x_y"
   assert_equal "${lines[1]}" 'n1'
-  grep -q "^1,'-s,e,1,release,continue,[0-9]*,0,\"'@SUM(1+1)\"\"x_y\",[0-9]*\$" "$BATS_TEST_TMPDIR/a.csv"
+  grep -q "^1,'-s,e,1,release,continue,[0-9]*,0,\"'@SUM(1+1)\"\"x_y\",[0-9]*,[0-9]*\$" "$BATS_TEST_TMPDIR/a.csv"
 }
