@@ -20,6 +20,8 @@ std::string rank_text(const std::optional<std::uint32_t>& r) { return r ? std::t
 
 struct tally {
   std::string ranks;
+  std::optional<std::uint32_t> rank;
+  std::string node;
   std::set<std::uint32_t> rank_set;
   std::uint32_t rounds = 0, last = 0, slowest = 0;
   std::vector<double> late;
@@ -30,8 +32,11 @@ std::vector<straggler> ranked(std::map<std::string, tally>& m, bool nodes) {
   for (auto& [who, t] : m) {
     straggler s;
     s.who = who;
-    if (nodes) s.ranks = proto::format_ranges(std::vector<std::uint32_t>(t.rank_set.begin(), t.rank_set.end()), 8);
+    s.rank_list.assign(t.rank_set.begin(), t.rank_set.end());
+    if (nodes) s.ranks = proto::format_ranges(s.rank_list, 8);
     else s.ranks = t.ranks;
+    s.rank = t.rank;
+    s.node = t.node;
     s.rounds = t.rounds;
     s.last = t.last;
     s.slowest = t.slowest;
@@ -87,6 +92,8 @@ analysis analyze(const std::vector<hist::round_view>& rounds, std::size_t last_f
       std::string key = x->rank ? fmt::format("rank {}", *x->rank) : "rank -";
       tally& t = by_rank[key];
       t.ranks = x->node;
+      t.rank = x->rank;
+      t.node = x->node;
       ++t.rounds;
       if (i == 0) ++t.last;
       if (i < slow) ++t.slowest;
@@ -94,6 +101,7 @@ analysis analyze(const std::vector<hist::round_view>& rounds, std::size_t last_f
       auto& nl = node_late[x->node];
       nl = std::max(nl, late_after(x->offset_ms, med));
       tally& nt = by_node["node " + x->node];
+      nt.node = x->node;
       if (x->rank) nt.rank_set.insert(*x->rank);
       if (i < slow && slow_nodes.insert(x->node).second) ++nt.slowest;
     }
@@ -171,14 +179,21 @@ std::string json(const analysis& a) {
                       {"timeouts", r.timeouts},
                       {"arrivals", arr}});
   }
-  auto list = [](const std::vector<straggler>& v, const char* extra) {
+  // Typed for machines: a rank is a number (null without one), a node's
+  // ranks an array, the node a field of its own; "who" is for people.
+  auto list = [](const std::vector<straggler>& v, bool nodes) {
     json out = json::array();
-    for (const auto& s : v)
-      out.push_back({{"who", s.who}, {extra, s.ranks}, {"rounds", s.rounds}, {"last", s.last},
-                     {"slowest_5pct", s.slowest}, {"median_ms", s.median_ms}, {"worst_ms", s.worst_ms}});
+    for (const auto& s : v) {
+      json e{{"who", s.who}, {"node", s.node}};
+      if (nodes) e["ranks"] = s.rank_list;
+      else e["rank"] = s.rank ? json(*s.rank) : json(nullptr);
+      e.update({{"rounds", s.rounds}, {"last", s.last}, {"slowest_5pct", s.slowest}, {"median_ms", s.median_ms},
+                {"worst_ms", s.worst_ms}});
+      out.push_back(std::move(e));
+    }
     return out;
   };
-  json j{{"rounds", rounds}, {"stragglers", {{"ranks", list(a.ranks, "node")}, {"nodes", list(a.nodes, "ranks")}}}};
+  json j{{"rounds", rounds}, {"stragglers", {{"ranks", list(a.ranks, false)}, {"nodes", list(a.nodes, true)}}}};
   // ASCII (\u202e for U+202E): a terminal shows it as it is, and a JSON reader decodes it alike.
   return j.dump(2, ' ', true, json::error_handler_t::replace) + "\n";
 }

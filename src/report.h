@@ -39,6 +39,11 @@ struct round_summary {
 struct straggler {
   std::string who;      ///< "rank 17" or "node gpu-a07"
   std::string ranks;    ///< a node's ranks as ranges ("48-55"); a rank's node
+  /// The same, typed (issue #32 item 5): a rank's number (none for a
+  /// participant without one) and node; a node's name and its ranks.
+  std::optional<std::uint32_t> rank;
+  std::string node;
+  std::vector<std::uint32_t> rank_list;
   std::uint32_t rounds = 0;  ///< rounds it arrived in
   std::uint32_t last = 0;    ///< rounds it was last in (for a node: its rank was the last arrival)
   std::uint32_t slowest = 0; ///< rounds it was among the last ceil(5% of arrivals)

@@ -1,6 +1,8 @@
 // The arrival history (history.h) and the report made of it (report.h).
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <fmt/format.h>
 #include <random>
@@ -363,6 +365,24 @@ TEST(Report, PutsTheSlowRankAndItsNodeFirst) {
   EXPECT_NE(t.find("node nodeA (ranks 0-7) was the last node in 20 of 20 rounds, median +3.2 s"), std::string::npos) << t;
   EXPECT_NE(report::csv(rounds).find("seq,scope,name,round,end,verdict"), std::string::npos);
   EXPECT_NE(report::json(a).find("\"slowest_5pct\""), std::string::npos);
+}
+
+// Issue #32 item 5: types a machine can use. A rank is a number, a node's
+// ranks an array, the node a field of its own.
+TEST(Report, JsonGivesRanksAsNumbersAndArraysAndTheNodeAsAField) {
+  auto rounds = rounds_with_slow_rank(3);
+  auto j = nlohmann::json::parse(report::json(report::analyze(rounds)));
+  const auto& r0 = j["stragglers"]["ranks"][0];
+  EXPECT_EQ(r0["who"], "rank 3");
+  EXPECT_EQ(r0["rank"], 3);
+  EXPECT_EQ(r0["node"], "nodeA");
+  EXPECT_FALSE(r0.contains("ranks"));
+  const auto& n0 = j["stragglers"]["nodes"][0];
+  EXPECT_EQ(n0["who"], "node nodeA");
+  EXPECT_EQ(n0["node"], "nodeA");
+  EXPECT_EQ(n0["ranks"], nlohmann::json::array({0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_FALSE(n0.contains("rank"));
+  EXPECT_EQ(j["rounds"][0]["arrivals"][0]["rank"], 0);
 }
 
 // Issue #32 item 3: 22 processes started at once. Two were quick (+0 ms),
