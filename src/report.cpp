@@ -117,10 +117,10 @@ analysis analyze(const std::vector<hist::round_view>& rounds, std::size_t last_f
   return a;
 }
 
-std::string text(const analysis& a, std::size_t top) {
+namespace {
+/// The one answer people look for: the last node and the last rank.
+std::string headline(const analysis& a) {
   std::string out;
-  if (a.rounds.empty()) return "no finished rounds recorded\n";
-  // The headline: the one answer people look for.
   std::size_t n = a.rounds.size();
   if (!a.nodes.empty() && a.nodes.front().last > 0 && a.nodes.size() > 1) {
     const auto& s = a.nodes.front();
@@ -132,10 +132,20 @@ std::string text(const analysis& a, std::size_t top) {
     out += fmt::format("{} (node {}) was the last rank in {} of {} rounds, median {}\n", s.who, s.ranks, s.last, n,
                        lateness(s.median_ms));
   }
-  out += fmt::format("\nPER ROUND ({} rounds)\n", n);
+  return out;
+}
+
+/// The per-round table, its latest max_rounds rows (0: all), and the stragglers.
+std::string tables(const analysis& a, std::size_t top, std::size_t max_rounds) {
+  std::string out;
+  std::size_t n = a.rounds.size();
+  std::size_t skip = max_rounds && n > max_rounds ? n - max_rounds : 0;
+  out += fmt::format("\nPER ROUND ({} rounds{})\n", n,
+                     skip ? fmt::format("; the last {} shown: --last K, --json or --csv for the rest", n - skip) : "");
   out += fmt::format("{:<12} {:<16} {:>5} {:<8} {:<8} {:>6} {:>10}  {}\n", "SCOPE", "NAME", "ROUND", "END", "VERDICT",
                      "RANKS", "SPREAD", "LAST (rank@node after the median)");
-  for (const auto& s : a.rounds) {
+  for (std::size_t i = skip; i < n; ++i) {
+    const auto& s = a.rounds[i];
     const auto& r = *s.round;
     std::string last;
     for (const auto& l : s.last)
@@ -160,6 +170,18 @@ std::string text(const analysis& a, std::size_t top) {
   table("RANK", a.ranks, "NODE");
   table("NODE", a.nodes, "RANKS");
   return out;
+}
+}  // namespace
+
+std::string text(const analysis& a, std::size_t top) {
+  if (a.rounds.empty()) return "no finished rounds recorded\n";
+  return headline(a) + tables(a, top, 0);
+}
+
+std::string text_for_terminal(const analysis& a, std::size_t max_rounds, std::size_t top) {
+  if (a.rounds.empty()) return "no finished rounds recorded\n";
+  std::string h = headline(a);
+  return tables(a, top, max_rounds) + (h.empty() ? "" : "\n" + h);
 }
 
 std::string json(const analysis& a) {
@@ -271,44 +293,81 @@ binning bin_ranks(const std::vector<hist::round_view>& rounds, std::size_t colum
     b.labels.push_back(fmt::format("{}-{}", all[i], all[end - 1]));
   }
   b.how = fmt::format("one column per {} ranks in order, the latest of them", per);
+  b.groups = true;
   return b;
 }
 
+std::vector<std::pair<std::size_t, std::size_t>> bin_rows(std::size_t rounds, std::size_t max_rows) {
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  std::size_t per = max_rows == 0 || rounds <= max_rows ? 1 : (rounds + max_rows - 1) / max_rows;
+  for (std::size_t i = 0; i < rounds; i += per) out.emplace_back(i, std::min(rounds, i + per));
+  return out;
+}
+
+double scale_top(const std::vector<std::vector<double>>& cells) {
+  std::vector<double> v;
+  for (const auto& row : cells)
+    for (double x : row)
+      if (x >= 0) v.push_back(x);
+  if (v.empty()) return 0;
+  auto at = v.begin() + static_cast<std::ptrdiff_t>((v.size() - 1) * 99 / 100);
+  std::nth_element(v.begin(), at, v.end());
+  double p99 = *at;
+  return p99 > 0 ? p99 : *std::max_element(v.begin(), v.end());
+}
+
 namespace {
-/// Per round, per column: the latest lateness of its ranks (after the round's median arrival), or -1 when none arrived.
-std::vector<std::vector<double>> grid(const std::vector<hist::round_view>& rounds, const binning& b, double& top) {
+/// Per row of rounds (bin_rows), per column: the latest lateness of its ranks
+/// (after each round's median arrival), or -1 when none arrived. last: per
+/// column, the rounds whose last arrival was one of its ranks.
+std::vector<std::vector<double>> grid(const std::vector<hist::round_view>& rounds, const binning& b,
+                                      const std::vector<std::pair<std::size_t, std::size_t>>& rows,
+                                      std::vector<std::uint32_t>* last = nullptr) {
   std::map<std::uint32_t, std::size_t> col;
   for (std::size_t c = 0; c < b.members.size(); ++c)
     for (auto rank : b.members[c]) col[rank] = c;
+  if (last) last->assign(b.members.size(), 0);
   std::vector<std::vector<double>> g;
-  top = 0;
-  for (const auto& r : rounds) {
+  for (auto [begin, end] : rows) {
     std::vector<double> row(b.members.size(), -1);
-    const std::uint32_t med = median_offset(r);
-    for (const auto& x : r.arrivals) {
-      if (!x.rank) continue;
-      auto it = col.find(*x.rank);
-      if (it == col.end()) continue;
-      const double late = late_after(x.offset_ms, med);
-      row[it->second] = std::max(row[it->second], late);
-      top = std::max(top, late);
+    for (std::size_t i = begin; i < end; ++i) {
+      const auto& r = rounds[i];
+      const std::uint32_t med = median_offset(r);
+      const hist::round_view::arrival* latest = nullptr;
+      for (const auto& x : r.arrivals) {
+        if (!latest || x.offset_ms > latest->offset_ms) latest = &x;
+        if (!x.rank) continue;
+        auto it = col.find(*x.rank);
+        if (it == col.end()) continue;
+        row[it->second] = std::max(row[it->second], static_cast<double>(late_after(x.offset_ms, med)));
+      }
+      if (last && latest && latest->rank && r.arrivals.size() > 1)
+        if (auto it = col.find(*latest->rank); it != col.end()) ++(*last)[it->second];
     }
     g.push_back(std::move(row));
   }
   return g;
 }
 std::string round_label(const hist::round_view& r) { return fmt::format("{}#{}", r.name, r.gen); }
+/// A row's label: its round, or for several "first+K" (K more after it).
+std::string row_label(const std::vector<hist::round_view>& rounds, std::pair<std::size_t, std::size_t> row) {
+  std::string l = round_label(rounds[row.first]);
+  if (row.second - row.first > 1) l += fmt::format("+{}", row.second - row.first - 1);
+  return l;
+}
 }  // namespace
 
-std::string heatmap(const std::vector<hist::round_view>& rounds, std::size_t width, bool utf8) {
+std::string heatmap(const std::vector<hist::round_view>& rounds, std::size_t width, bool utf8,
+                    std::size_t max_rows) {
   if (rounds.empty()) return "no finished rounds recorded\n";
+  auto rows = bin_rows(rounds.size(), max_rows);
   std::size_t label_w = 4;
-  for (const auto& r : rounds) label_w = std::max(label_w, round_label(r).size());
+  for (const auto& row : rows) label_w = std::max(label_w, row_label(rounds, row).size());
   label_w = std::min<std::size_t>(label_w, 24);
   std::size_t cols = width > label_w + 3 ? width - label_w - 3 : 8;
   binning b = bin_ranks(rounds, cols);
-  double top = 0;
-  auto g = grid(rounds, b, top);
+  auto g = grid(rounds, b, rows);
+  const double top = scale_top(g);
   static const char* const shades_u[] = {" ", "░", "▒", "▓", "█"};
   static const char* const shades_a[] = {" ", ".", ":", "+", "#"};
   const char* const* shades = utf8 ? shades_u : shades_a;
@@ -318,17 +377,23 @@ std::string heatmap(const std::vector<hist::round_view>& rounds, std::size_t wid
     int l = static_cast<int>(std::ceil(v / top * 4));
     return std::clamp(l, 0, 4);
   };
-  std::string out = fmt::format("Arrival lateness, rounds (rows) by ranks (columns): {}\n", b.how);
-  // Column ruler: the first rank of every tenth column.
+  std::string out = fmt::format("Arrival lateness, rounds (rows{}) by ranks (columns): {}\n",
+                                rows.size() < rounds.size()
+                                    ? fmt::format(", {} rounds to a row, the latest of them", rows[0].second)
+                                    : "",
+                                b.how);
+  // Column ruler: every tenth column's label (a group of ranks: its first),
+  // as much of it as fits before the next.
   std::string ruler(label_w + 2, ' ');
   for (std::size_t c = 0; c < b.labels.size(); c += 10) {
-    std::string l = b.labels[c].substr(0, b.labels[c].find('-'));
+    std::string l = b.groups ? b.labels[c].substr(0, b.labels[c].find('-')) : b.labels[c];
     ruler.resize(label_w + 2 + c, ' ');
-    ruler += l;
+    ruler += l.substr(0, 9);
   }
+  if (ruler.size() > width) ruler.resize(width);
   out += ruler + "\n";
-  for (std::size_t i = 0; i < rounds.size(); ++i) {
-    std::string label = round_label(rounds[i]);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    std::string label = row_label(rounds, rows[i]);
     if (label.size() > label_w) label = label.substr(label.size() - label_w);
     out += fmt::format("{:>{}} |", label, label_w);
     for (double v : g[i]) out += v < 0 ? absent : shades[level(v)];
@@ -336,7 +401,7 @@ std::string heatmap(const std::vector<hist::round_view>& rounds, std::size_t wid
   }
   out += fmt::format("legend: '{}' on time (0 ms)", shades[0]);
   for (int l = 1; l <= 4; ++l)
-    out += fmt::format(", '{}' up to {}", shades[l], lateness(top * l / 4));
+    out += fmt::format(", '{}' up to {}{}", shades[l], lateness(top * l / 4), l == 4 ? " or more" : "");
   out += fmt::format(", '{}' did not arrive; after the round's median arrival\n", absent);
   return out;
 }
@@ -363,16 +428,20 @@ std::string esc(std::string_view s) {
 }  // namespace
 
 std::string svg(const std::vector<hist::round_view>& rounds) {
-  constexpr double max_w = 1000, max_h = 700, left = 150, top_m = 60, bottom = 110, right = 30;
-  binning b = bin_ranks(rounds, 200);
-  double top = 0;
-  auto g = grid(rounds, b, top);
-  std::size_t nc = std::max<std::size_t>(b.labels.size(), 1), nr = std::max<std::size_t>(rounds.size(), 1);
+  constexpr double max_w = 1000, max_h = 700, left = 150, top_m = 60, bottom = 140, right = 30;
+  binning b = bin_ranks(rounds, 100);
+  // Rows to the cell budget: any history stays under about 2 MB.
+  auto rows = bin_rows(rounds.size(), std::clamp<std::size_t>(svg_cell_budget / std::max<std::size_t>(1, b.labels.size()), 1, 200));
+  std::vector<std::uint32_t> times_last;
+  auto g = grid(rounds, b, rows, &times_last);
+  const double top = scale_top(g);
+  const std::string overflow = "#5b1a8f";
+  std::size_t nc = std::max<std::size_t>(b.labels.size(), 1), nr = std::max<std::size_t>(rows.size(), 1);
   double cw = std::clamp(max_w / static_cast<double>(nc), 2.0, 40.0);
   double ch = std::clamp(max_h / static_cast<double>(nr), 2.0, 28.0);
   double w = left + cw * static_cast<double>(nc) + right, h = top_m + ch * static_cast<double>(nr) + bottom;
-  // Wide enough for the title and the legend (150 + 400 px) whatever the ranks.
-  w = std::max(w, 640.0);
+  // Wide enough for the title and the legend (150 + 600 px) whatever the ranks.
+  w = std::max(w, 780.0);
   std::string out = fmt::format(
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" viewBox=\"0 0 {:.0f} {:.0f}\" "
@@ -381,26 +450,41 @@ std::string svg(const std::vector<hist::round_view>& rounds) {
       "<text x=\"{:.0f}\" y=\"24\" font-size=\"16\" font-weight=\"bold\">Who is late? Arrival after each round's "
       "median arrival</text>\n"
       "<text x=\"{:.0f}\" y=\"44\" fill=\"#555\">{}</text>\n",
-      w, h, w, h, 16.0, 16.0, esc(b.how));
+      w, h, w, h, 16.0, 16.0,
+      esc(b.how + (rows.size() < rounds.size()
+                       ? fmt::format("; {} rounds to a row, the latest of them", rows[0].second - rows[0].first)
+                       : "")));
   for (std::size_t i = 0; i < g.size(); ++i) {
     double y = top_m + ch * static_cast<double>(i);
+    const std::string label = esc(row_label(rounds, rows[i]));
     for (std::size_t c = 0; c < g[i].size(); ++c) {
       double v = g[i][c];
       double x = left + cw * static_cast<double>(c);
-      std::string fill = v < 0 ? "#dddddd" : colour(top > 0 ? v / top : 0);
+      std::string fill = v < 0 ? "#dddddd" : v > top ? overflow : colour(top > 0 ? v / top : 0);
       out += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\"><title>{} "
                          "column {}: {}</title></rect>\n",
-                         x, y, cw, ch, fill, esc(round_label(rounds[i])), esc(b.labels[c]),
+                         x, y, cw, ch, fill, label, esc(b.labels[c]),
                          v < 0 ? std::string("did not arrive") : lateness(v));
     }
     // Label every row when they fit, else about 30 of them.
     std::size_t every = std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(12.0 / ch)));
     if (i % every == 0)
       out += fmt::format("<text x=\"{:.0f}\" y=\"{:.1f}\" text-anchor=\"end\" dominant-baseline=\"middle\">{}</text>\n",
-                         left - 6, y + ch / 2, esc(round_label(rounds[i])));
+                         left - 6, y + ch / 2, label);
   }
+  // "Times last": per column, how many rounds ended on one of its ranks.
+  double strip = top_m + ch * static_cast<double>(nr) + 6;
+  std::uint32_t most = times_last.empty() ? 0 : *std::max_element(times_last.begin(), times_last.end());
+  out += fmt::format("<text x=\"{:.0f}\" y=\"{:.1f}\" text-anchor=\"end\" dominant-baseline=\"middle\">times last</text>\n",
+                     left - 6, strip + 6);
+  for (std::size_t c = 0; c < times_last.size(); ++c)
+    out += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"12\" fill=\"{}\"><title>column {}: "
+                       "last in {} of {} rounds</title></rect>\n",
+                       left + cw * static_cast<double>(c), strip, cw,
+                       times_last[c] ? colour(most ? static_cast<double>(times_last[c]) / most : 0) : "#f4f4f4",
+                       esc(b.labels[c]), times_last[c], rounds.size());
   std::size_t every_c = std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(14.0 / cw)));
-  double base = top_m + ch * static_cast<double>(nr);
+  double base = strip + 12;
   for (std::size_t c = 0; c < b.labels.size(); c += every_c) {
     double x = left + cw * (static_cast<double>(c) + 0.5);
     out += fmt::format("<text transform=\"translate({:.1f},{:.1f}) rotate(-60)\" text-anchor=\"end\" "
@@ -418,9 +502,12 @@ std::string svg(const std::vector<hist::round_view>& rounds) {
                        "<text x=\"{:.0f}\" y=\"{:.0f}\" font-size=\"10\">{}</text>\n",
                        lx + 70.0 * s, ly, colour(s / 4.0), lx + 70.0 * s, ly + 22, lateness(top * s / 4));
   }
+  out += fmt::format("<rect x=\"{:.0f}\" y=\"{:.0f}\" width=\"30\" height=\"12\" fill=\"{}\"/>"
+                     "<text x=\"{:.0f}\" y=\"{:.0f}\" font-size=\"10\">over {} (99th percentile)</text>\n",
+                     lx + 360, ly, overflow, lx + 360, ly + 22, lateness(top));
   out += fmt::format("<rect x=\"{:.0f}\" y=\"{:.0f}\" width=\"30\" height=\"12\" fill=\"#dddddd\"/>"
                      "<text x=\"{:.0f}\" y=\"{:.0f}\" font-size=\"10\">absent</text>\n",
-                     lx + 360, ly, lx + 360, ly + 22);
+                     lx + 520, ly, lx + 520, ly + 22);
   out += "</svg>\n";
   return out;
 }

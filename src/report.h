@@ -76,12 +76,31 @@ struct binning {
   std::vector<std::string> labels;                  ///< per column
   std::vector<std::vector<std::uint32_t>> members;  ///< per column: its ranks
   std::string how;                                  ///< for the legend
+  bool groups = false;  ///< labels are rank ranges ("48-55"), not ranks or nodes
 };
 binning bin_ranks(const std::vector<hist::round_view>& rounds, std::size_t columns);
 
-/// The heatmap for a terminal `width` columns wide (UTF-8 shades or ASCII).
-std::string heatmap(const std::vector<hist::round_view>& rounds, std::size_t width, bool utf8);
-/// The same picture as an SVG document (at most about 1200 x 900 px).
+/// Rounds in rows, at most max_rows of them (0: one per round): consecutive
+/// rounds share a row when there are more, [begin, end) each, oldest first.
+std::vector<std::pair<std::size_t, std::size_t>> bin_rows(std::size_t rounds, std::size_t max_rows);
+
+/// The colour scale's top: the 99th percentile of the cells' lateness (a
+/// single 30 s hiccup must not wash out the rest), or their largest when
+/// that is 0. Cells past it are drawn in the overflow colour.
+double scale_top(const std::vector<std::vector<double>>& cells);
+
+/// The heatmap for a terminal `width` columns wide (UTF-8 shades or ASCII),
+/// in at most max_rows rows of rounds (0: one per round).
+std::string heatmap(const std::vector<hist::round_view>& rounds, std::size_t width, bool utf8,
+                    std::size_t max_rows = 0);
+/// The same picture as an SVG document (at most about 1200 x 900 px, and
+/// about svg_cell_budget cells: any history stays under about 2 MB), with a
+/// "times last" strip under the columns.
 std::string svg(const std::vector<hist::round_view>& rounds);
+inline constexpr std::size_t svg_cell_budget = 8000;
+
+/// text() for a terminal: at most max_rounds rows of the per-round table
+/// (the latest), and the one-line summary last, where it stays on screen.
+std::string text_for_terminal(const analysis& a, std::size_t max_rounds, std::size_t top = 10);
 
 }  // namespace tfb::report

@@ -25,18 +25,19 @@ namespace tfb {
 using namespace cmd;
 namespace {
 
-/// The terminal's width: the kernel's, else $COLUMNS, else 80.
-std::size_t terminal_width() {
+/// The terminal's width (or height): the kernel's, else $COLUMNS ($LINES), else 80 (24).
+std::size_t screen_size(bool width) {
   struct winsize ws{};
-  if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && (width ? ws.ws_col : ws.ws_row) > 0)
+    return width ? ws.ws_col : ws.ws_row;
   // std::from_chars, not strtol: every libc function the binary imports is
   // bound when any command starts, wait included (bench/startup-cost.sh).
-  if (const char* c = std::getenv("COLUMNS")) {
-    std::size_t cols = 0;
-    auto [end, ec] = std::from_chars(c, c + std::strlen(c), cols);
-    if (ec == std::errc() && *end == '\0' && cols > 0) return cols;
+  if (const char* c = std::getenv(width ? "COLUMNS" : "LINES")) {
+    std::size_t n = 0;
+    auto [end, ec] = std::from_chars(c, c + std::strlen(c), n);
+    if (ec == std::errc() && *end == '\0' && n > 0) return n;
   }
-  return 80;
+  return width ? 80 : 24;
 }
 
 /// Whether the locale's characters are UTF-8 (LC_ALL, else LC_CTYPE, else LANG), without setlocale.
@@ -126,9 +127,17 @@ int print_report(const report_options& o, std::vector<hist::round_view>& rounds)
     tfb::print(stderr, "tfbarrier: wrote {} ({} rounds)\n", *o.svg, rounds.size());
   } else {
     // Names and nodes came from a host or a file: shown escaped, never obeyed.
-    if (::isatty(STDOUT_FILENO) && !rounds.empty())
-      tfb::print(stdout, "{}\n", printable(report::heatmap(rounds, terminal_width(), utf8_locale()), true));
-    tfb::print(stdout, "{}", printable(report::text(a), true));
+    if (::isatty(STDOUT_FILENO) && !rounds.empty()) {
+      // Fitted to the screen: the heatmap in about a third of its height, the
+      // per-round table's latest rows in a quarter, and the summary last.
+      std::size_t height = screen_size(false);
+      tfb::print(stdout, "{}",
+                 printable(report::heatmap(rounds, screen_size(true), utf8_locale(), std::max<std::size_t>(5, height / 3)),
+                           true));
+      tfb::print(stdout, "{}", printable(report::text_for_terminal(a, std::max<std::size_t>(5, height / 4)), true));
+    } else {
+      tfb::print(stdout, "{}", printable(report::text(a), true));
+    }
   }
   return exit_code::ok;
 }

@@ -499,5 +499,72 @@ TEST(Report, SvgOfFewRanksIsWideEnoughForTitleAndLegend) {
   EXPECT_GE(w, 640.0);  // the title (about 460 px from x=16) and the legend (left 150 + 400 px) fit
 }
 
+// Issue #32 item 4: pictures of any history. 64 ranks over 15,625 rounds
+// (a million records, about what the default history holds) gave a 119 MB
+// SVG that rsvg-convert refused; 2,000 rounds gave 15.8 MB.
+TEST(Report, SvgOfAMillionRecordsStaysUnderItsBudget) {
+  for (auto [ranks, rounds_n] : {std::pair<std::uint32_t, std::uint64_t>{64, 15625}, {512, 2000}}) {
+    hist::history h(1'000'000);
+    for (std::uint64_t g = 1; g <= rounds_n; ++g) h.add(make_round(g, ranks, g % ranks, 400 + g % 7), 0);
+    std::vector<hist::round_view> rounds;
+    h.each([&](const hist::round_view& r) { rounds.push_back(r); });
+    std::string svg = report::svg(rounds);
+    EXPECT_LT(svg.size(), 2'000'000u) << ranks << " ranks x " << rounds_n << " rounds";
+    EXPECT_NE(svg.find("rounds to a row"), std::string::npos);
+    EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  }
+}
+
+// One 30 s hiccup of one rank washed the map pale: the scale stops at the
+// 99th percentile, and what is past it has a colour of its own.
+TEST(Report, OneHiccupDoesNotWashOutTheScale) {
+  std::vector<std::vector<double>> cells(100, std::vector<double>(10, 0));
+  for (auto& row : cells) row[3] = 400;  // the real straggler
+  cells[50][7] = 30000;                   // one hiccup
+  EXPECT_DOUBLE_EQ(report::scale_top(cells), 400);
+  EXPECT_DOUBLE_EQ(report::scale_top({{0, 0}, {0, -1}}), 0);
+  hist::history h;
+  for (std::uint64_t g = 1; g <= 200; ++g) {
+    auto r = make_round(g, 16, 3, 400);
+    if (g == 100) r.arrivals[9].at = r.first + 30000;
+    h.add(r, 0);
+  }
+  std::vector<hist::round_view> rounds;
+  h.each([&](const hist::round_view& r) { rounds.push_back(r); });
+  std::string svg = report::svg(rounds);
+  EXPECT_NE(svg.find("fill=\"#5b1a8f\"><title>epoch100#1 column 9: +30.0 s"), std::string::npos);
+  EXPECT_NE(svg.find("over +392 ms (99th percentile)"), std::string::npos);
+  // Rank 3, late in every round, keeps the darkest colour of the scale.
+  EXPECT_NE(svg.find("fill=\"#8c0a14\"><title>epoch1#1 column 3: +392 ms"), std::string::npos);
+  // The "times last" strip: rank 3 was last 199 times, rank 9 once.
+  EXPECT_NE(svg.find("column 3: last in 199 of 200 rounds"), std::string::npos);
+  EXPECT_NE(svg.find("column 9: last in 1 of 200 rounds"), std::string::npos);
+}
+
+TEST(Report, TheTerminalHeatmapFitsTheHeightAndNodeLabelsStayWhole) {
+  hist::history h;
+  for (std::uint64_t g = 1; g <= 200; ++g) {
+    round_record r = make_round(g, 40, 7, 900);
+    for (auto& x : r.arrivals) x.node = fmt::format("gpu-a{:02}", *x.rank / 8);  // 5 nodes, 8 ranks each
+    h.add(r, 0);
+  }
+  std::vector<hist::round_view> rounds;
+  h.each([&](const hist::round_view& r) { rounds.push_back(r); });
+  std::string m = report::heatmap(rounds, 30, false, 12);
+  std::size_t grid_lines = 0;
+  for (std::size_t pos = 0; (pos = m.find("|\n", pos)) != std::string::npos; ++pos) ++grid_lines;
+  EXPECT_LE(grid_lines, 12u) << m;
+  EXPECT_NE(m.find("rounds to a row"), std::string::npos);
+  EXPECT_NE(m.find("gpu-a00"), std::string::npos) << m;  // not "gpu"
+  // The tables for a terminal: the latest rounds only, and the summary last.
+  auto a = report::analyze(rounds);
+  std::string t = report::text_for_terminal(a, 6);
+  EXPECT_NE(t.find("PER ROUND (200 rounds; the last 6 shown"), std::string::npos) << t;
+  EXPECT_EQ(t.find("epoch194 "), std::string::npos);
+  EXPECT_NE(t.find("epoch195 "), std::string::npos);
+  std::string last_line = t.substr(t.rfind('\n', t.size() - 2) + 1);
+  EXPECT_EQ(last_line.rfind("rank 7 (node gpu-a00) was the last rank in 200 of 200 rounds", 0), 0u) << last_line;
+}
+
 }  // namespace
 }  // namespace tfb
