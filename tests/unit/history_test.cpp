@@ -505,7 +505,7 @@ TEST(Report, SvgOfFewRanksIsWideEnoughForTitleAndLegend) {
 TEST(Report, SvgOfAMillionRecordsStaysUnderItsBudget) {
   for (auto [ranks, rounds_n] : {std::pair<std::uint32_t, std::uint64_t>{64, 15625}, {512, 2000}}) {
     hist::history h(1'000'000);
-    for (std::uint64_t g = 1; g <= rounds_n; ++g) h.add(make_round(g, ranks, g % ranks, 400 + g % 7), 0);
+    for (std::uint64_t g = 1; g <= rounds_n; ++g) h.add(make_round(g, ranks, static_cast<std::uint32_t>(g % ranks), static_cast<std::int64_t>(400 + g % 7)), 0);
     std::vector<hist::round_view> rounds;
     h.each([&](const hist::round_view& r) { rounds.push_back(r); });
     std::string svg = report::svg(rounds);
