@@ -96,6 +96,9 @@ struct report_options {
   std::optional<std::string> file;
   bool json = false, csv = false, all_scopes = false;
   std::optional<std::string> svg;
+  /// Runs (issue #32 item 2): the newest unless all_runs, or run names one.
+  bool all_runs = false;
+  std::optional<std::string> run;
 };
 
 struct config_options {

@@ -79,6 +79,7 @@ std::uint64_t history::add(const round_record& r, std::int64_t wall_first_ms) {
   h.at_ms = wall_first_ms;
   h.scope = intern(names_, name_index_, r.scope);
   h.name = intern(names_, name_index_, r.name);
+  h.run = run_;
   h.n = r.n.value_or(0);
   h.count = static_cast<std::uint32_t>(r.arrivals.size());
   h.duration_ms = clamp_u32(r.ended - r.first);
@@ -103,6 +104,7 @@ void history::add(const round_view& r) {
   h.at_ms = r.at_ms;
   h.scope = intern(names_, name_index_, r.scope);
   h.name = intern(names_, name_index_, r.name);
+  h.run = intern(names_, name_index_, r.run);
   h.n = r.n.value_or(0);
   h.count = static_cast<std::uint32_t>(r.arrivals.size());
   h.duration_ms = r.duration_ms;
@@ -153,6 +155,7 @@ round_view history::view(const round_header& h) const {
   r.duration_ms = h.duration_ms;
   r.withdrawn = h.withdrawn;
   r.timeouts = h.timeouts;
+  r.run = names_[h.run];
   r.arrivals.reserve(h.count);
   std::size_t base = static_cast<std::size_t>(h.first - dropped_);
   for (std::size_t i = 0; i < h.count; ++i) {
@@ -210,12 +213,43 @@ std::vector<std::string> history::page(const std::vector<std::uint64_t>& seqs, s
   return lines;
 }
 
+bool valid_run(std::string_view s) {
+  if (s.empty() || s.size() > 64) return false;
+  for (char c : s) {
+    bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    if (!alnum && c != '.' && c != '_' && c != ':' && c != '-') return false;
+  }
+  return true;
+}
+
+std::string new_run(const char* slurm_job_id, std::int64_t unix_seconds, long pid) {
+  if (slurm_job_id && *slurm_job_id) {
+    std::string r = std::string("slurm-") + slurm_job_id;
+    if (valid_run(r)) return r;
+  }
+  // UTC, by arithmetic (Howard Hinnant's days_from_civil, inverted): no
+  // gmtime_r, whose import every command would bind at start, wait included.
+  std::int64_t days = unix_seconds / 86400, secs = unix_seconds % 86400;
+  if (secs < 0) {
+    secs += 86400;
+    --days;
+  }
+  std::int64_t z = days + 719468, era = (z >= 0 ? z : z - 146096) / 146097;
+  std::int64_t doe = z - era * 146097, yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  std::int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100), mp = (5 * doy + 2) / 153;
+  std::int64_t day = doy - (153 * mp + 2) / 5 + 1, month = mp < 10 ? mp + 3 : mp - 9;
+  std::int64_t year = yoe + era * 400 + (month <= 2 ? 1 : 0);
+  return fmt::format("{:04}{:02}{:02}-{:02}{:02}{:02}-{}", year, month, day, secs / 3600, secs / 60 % 60, secs % 60,
+                     pid);
+}
+
 std::string format_round(const round_view& r) {
   std::string out = fmt::format(
       "ROUND seq={} scope={} name={} gen={} n={} end={} verdict={} at={} ms={} withdrawn={} timeouts={} count={}\n",
       r.seq, r.scope, r.name, r.gen, r.n ? std::to_string(*r.n) : "-", to_string(r.end),
       r.v == proto::verdict::none ? std::string_view("-") : proto::to_string(r.v), r.at_ms, r.duration_ms, r.withdrawn,
       r.timeouts, r.arrivals.size());
+  if (!r.run.empty()) out.insert(out.size() - 1, " run=" + r.run);
   // Split by bytes: each ARR value stays within what parse_line takes.
   std::string value, item;
   auto line = [&] {
@@ -348,6 +382,10 @@ bool round_parser::feed_round(const proto::line& l, std::string& error) {
   r.timeouts = *t;
   auto c = number<std::uint32_t>(*count);
   if (!c || *c > proto::max_n) return bad("count", *count);
+  if (const std::string* run = l.get("run")) {  // absent in a file of before runs
+    if (!valid_run(*run)) return bad("run", *run);
+    r.run = *run;
+  }
   expected_ = *c;
   r.arrivals.reserve(*c);
   if (expected_ == 0) {

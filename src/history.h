@@ -79,7 +79,17 @@ struct round_view {
     std::uint32_t offset_ms = 0;
   };
   std::vector<arrival> arrivals;  ///< in arrival order
+  /// The run of the host that recorded it (issue #32 item 2): every host
+  /// start is a run of its own, so that a history file shared by a user's
+  /// hosts on a node keeps each run apart. "" in a file of before runs.
+  std::string run;
 };
+
+/// A run id: 1 to 64 bytes of [A-Za-z0-9._:-].
+bool valid_run(std::string_view s);
+/// A new host's run: "slurm-JOBID" under Slurm (SLURM_JOB_ID, the values
+/// given), else the start time and pid, "20261206-184501-4242".
+std::string new_run(const char* slurm_job_id, std::int64_t unix_seconds, long pid);
 
 std::string_view to_string(round_record::ending e);
 
@@ -106,8 +116,10 @@ class history {
   /// Adds a finished round; wall_first_ms is the unix time of its first
   /// arrival. Returns the round's seq. Drops the oldest rounds past capacity.
   std::uint64_t add(const round_record& r, std::int64_t wall_first_ms);
-  /// Adds a round read back (from a file): seq is kept.
+  /// Adds a round read back (from a file): seq and run are kept.
   void add(const round_view& r);
+  /// The run that add(round_record) records rounds under (new_run).
+  void set_run(const std::string& run) { run_ = intern(names_, name_index_, run); }
 
   std::size_t rounds() const { return rounds_.size(); }
   std::size_t arrivals() const { return arrivals_.size(); }
@@ -132,7 +144,7 @@ class history {
     std::uint64_t gen;
     std::uint64_t first;  ///< absolute index of its first arrival_rec
     std::int64_t at_ms;
-    std::uint32_t scope, name;  ///< interned
+    std::uint32_t scope, name, run;  ///< interned
     std::uint32_t n;            ///< 0: unknown
     std::uint32_t count, duration_ms, withdrawn, timeouts;
     round_record::ending end;
@@ -150,11 +162,14 @@ class history {
   std::uint64_t next_seq_ = 1;
   std::vector<std::string> nodes_, names_;
   std::unordered_map<std::string, std::uint32_t> node_index_, name_index_;
+  std::uint32_t run_ = intern_empty();  ///< names_ index of the current run
+  std::uint32_t intern_empty() { return intern(names_, name_index_, std::string()); }
 };
 
 // ---- the line format (the history file and the HISTORY reply share it) ----
 //   TFBHISTORY v=1                                   (file only: its first line)
-//   ROUND seq=7 scope=S name=N gen=3 n=8 end=release verdict=continue at=UNIXMS ms=DUR withdrawn=0 timeouts=0 count=8
+//   ROUND seq=7 scope=S name=N gen=3 n=8 end=release verdict=continue at=UNIXMS ms=DUR withdrawn=0 timeouts=0 count=8 run=R
+//                                                    (run= since issue #32; a reader takes a ROUND without it)
 //   ARR a=RANK@NODE+OFFSET,...                       (count arrivals in all; rank '-' when none)
 // An ARR value holds as many arrivals as fit in proto::max_value bytes (the
 // reader's limit): a new ARR line starts before one would pass it.

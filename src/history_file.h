@@ -41,6 +41,7 @@ class store {
   bool flush(std::string& error);
   bool pending() const { return !pending_.empty(); }
   const history& data() const { return data_; }
+  history& data() { return data_; }
   const std::string& path() const { return path_; }
   /// One page of the reply to HISTORY.
   proto::history_page page(const proto::history_req& q, std::size_t max_bytes) const;

@@ -564,6 +564,7 @@ class server {
   std::unordered_map<std::string, std::size_t> per_address_;
   std::string address_;
   std::unique_ptr<hist::store> history_;  // arrival records (#21); null with serve --history 0
+  std::string run_;                        // this start's run (hist::new_run)
   bool history_flush_posted_ = false;
   std::uint64_t timeout_leaves_ = 0;  // LEAVE why=timeout seen (on_timeout_leave)
   int holding_ = 0;  // open write_batch scopes
@@ -874,6 +875,13 @@ bool server::open_journal(std::string& error) {
 bool server::open_history(std::string& error) {
   if (opts_.history == 0) return true;
   history_ = std::make_unique<hist::store>(opts_.history);
+  // Each start is a run of its own (issue #32 item 2): a file that several
+  // runs share keeps them apart.
+  run_ = hist::new_run(std::getenv("SLURM_JOB_ID"),
+                       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+                           .count(),
+                       static_cast<long>(::getpid()));
+  history_->data().set_run(run_);
   if (!opts_.history_file) return true;
   std::string warning;
   if (!history_->open(*opts_.history_file, warning, error)) {
@@ -887,7 +895,9 @@ bool server::open_history(std::string& error) {
     return true;
   }
   if (!warning.empty()) log(warning);
-  log(fmt::format("history {}: {} rounds kept", history_->path(), history_->data().rounds()));
+  log(fmt::format("history {}: {} rounds kept; this host's rounds are run {} (tfbarrier report shows the newest "
+                  "run; --all-runs for every one)",
+                  history_->path(), history_->data().rounds(), run_));
   return true;
 }
 

@@ -197,6 +197,7 @@ std::string json(const analysis& a) {
                       {"n", r.n ? json(*r.n) : json(nullptr)}, {"end", hist::to_string(r.end)},
                       {"verdict", r.v == proto::verdict::none ? json(nullptr) : json(proto::to_string(r.v))},
                       {"first_arrival_unix_ms", r.at_ms}, {"duration_ms", r.duration_ms},
+                      {"run", r.run.empty() ? json(nullptr) : json(r.run)},
                       {"spread_ms", s.spread_ms}, {"median_arrival_ms", s.median_ms}, {"withdrawn", r.withdrawn},
                       {"timeouts", r.timeouts},
                       {"arrivals", arr}});
@@ -241,14 +242,14 @@ std::string csv(const std::vector<hist::round_view>& rounds) {
   // Numbers as they are (they cannot start a formula: only digits and, for
   // the unix time, a '-'); every text field through csv_text.
   // late_ms: after the round's median arrival; after_first_ms: after its first.
-  std::string out = "seq,scope,name,round,end,verdict,first_arrival_unix_ms,rank,node,late_ms,after_first_ms\n";
+  std::string out = "seq,scope,name,round,end,verdict,first_arrival_unix_ms,rank,node,late_ms,after_first_ms,run\n";
   for (const auto& r : rounds) {
     const std::uint32_t med = median_offset(r);
     for (const auto& x : r.arrivals)
-      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", r.seq, csv_text(r.scope), csv_text(r.name), r.gen,
+      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}\n", r.seq, csv_text(r.scope), csv_text(r.name), r.gen,
                          hist::to_string(r.end), r.v == proto::verdict::none ? "" : proto::to_string(r.v), r.at_ms,
                          x.rank ? std::to_string(*x.rank) : "", csv_text(x.node), late_after(x.offset_ms, med),
-                         x.offset_ms);
+                         x.offset_ms, csv_text(r.run));
   }
   return out;
 }

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
+#include <set>
 
 #include "cmd/common.h"
 #include "exit_codes.h"
@@ -111,7 +112,28 @@ int from_file(const report_options& o, const std::string& scope, const std::stri
   return exit_code::ok;
 }
 
+/// Keeps one run's rounds (issue #32 item 2): --run's, else the newest
+/// round's, unless --all-runs; says on stderr what it left out.
+void keep_one_run(const report_options& o, std::vector<hist::round_view>& rounds) {
+  if (o.all_runs || rounds.empty()) return;
+  const std::string run = o.run ? *o.run : rounds.back().run;
+  std::set<std::string> others;
+  std::size_t left_out = 0;
+  std::erase_if(rounds, [&](const hist::round_view& r) {
+    if (r.run == run) return false;
+    others.insert(r.run);
+    ++left_out;
+    return true;
+  });
+  if (left_out && !o.common.quiet)
+    tfb::print(stderr,
+               "tfbarrier: run {} ({} rounds); left out {} rounds of {} other run{}: --all-runs for every run, or "
+               "--run ID\n",
+               run.empty() ? "-" : printable(run), rounds.size(), left_out, others.size(), others.size() == 1 ? "" : "s");
+}
+
 int print_report(const report_options& o, std::vector<hist::round_view>& rounds) {
+  keep_one_run(o, rounds);
   if (o.last && rounds.size() > o.last) rounds.erase(rounds.begin(), rounds.end() - static_cast<std::ptrdiff_t>(o.last));
   auto a = report::analyze(rounds);
   if (o.json) {
@@ -191,6 +213,13 @@ command_parser define_report(CLI::App& app) {
   json->excludes(csv)->excludes(svg);
   csv->excludes(svg);
   rp->add_flag("--all-scopes", r.all_scopes, "Rounds of every scope, not just this job's");
+  auto* all_runs = rp->add_flag("--all-runs", r.all_runs, "Rounds of every run of the host (default: the newest run)");
+  rp->add_option("--run", r.run, "Rounds of run ID only (as the host's log and --json name it)")
+      ->type_name("ID")
+      ->check([](const std::string& id) {
+        return hist::valid_run(id) ? std::string() : "a run ID is 1-64 of A-Z a-z 0-9 . _ : - (the host's log names it)";
+      })
+      ->excludes(all_runs);
   add_common(rp, v->common);
   set_footer(rp, "Examples:\n"
       "  tfbarrier report                              # tables (and a heatmap on a terminal)\n"

@@ -419,9 +419,9 @@ TEST(Report, LatenessRunsFromTheRoundsMedianArrivalNotItsFirst) {
   }
   std::string csv = report::csv(rounds);
   EXPECT_EQ(csv.substr(0, csv.find('\n')), "seq,scope,name,round,end,verdict,first_arrival_unix_ms,rank,node,late_ms,"
-                                           "after_first_ms");
-  EXPECT_NE(csv.find(",21,n2,1733,2000\n"), std::string::npos) << csv;
-  EXPECT_NE(csv.find(",5,n1,0,265\n"), std::string::npos) << csv;
+                                           "after_first_ms,run");
+  EXPECT_NE(csv.find(",21,n2,1733,2000,\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",5,n1,0,265,\n"), std::string::npos) << csv;
   std::string j = report::json(a);
   EXPECT_NE(j.find("\"median_arrival_ms\": 267"), std::string::npos);
   EXPECT_NE(j.find("\"after_first_ms\": 2000"), std::string::npos);
@@ -448,8 +448,9 @@ TEST(Report, CsvQuotesAndDisarmsFormulas) {
   r.name = "e";
   r.at_ms = -5;  // a number: as it is
   r.arrivals.push_back({3, "=x\",y", 12});
-  EXPECT_EQ(report::csv({r}), "seq,scope,name,round,end,verdict,first_arrival_unix_ms,rank,node,late_ms,after_first_ms\n"
-                              "1,'-job,e,0,release,,-5,3,\"'=x\"\",y\",0,12\n");  // one arrival: its own median
+  EXPECT_EQ(report::csv({r}), "seq,scope,name,round,end,verdict,first_arrival_unix_ms,rank,node,late_ms,after_first_ms,"
+                              "run\n"
+                              "1,'-job,e,0,release,,-5,3,\"'=x\"\",y\",0,12,\n");  // one arrival: its own median
 }
 
 TEST(Report, BinsRanksByNodeThenEqualGroups) {
@@ -564,6 +565,52 @@ TEST(Report, TheTerminalHeatmapFitsTheHeightAndNodeLabelsStayWhole) {
   EXPECT_NE(t.find("epoch195 "), std::string::npos);
   std::string last_line = t.substr(t.rfind('\n', t.size() - 2) + 1);
   EXPECT_EQ(last_line.rfind("rank 7 (node gpu-a00) was the last rank in 200 of 200 rounds", 0), 0u) << last_line;
+}
+
+// Issue #32 item 2: every host start is a run of its own. A history file that
+// several runs share keeps each round's run, through the file and back.
+TEST(History, EachRoundKeepsItsRunThroughTheFileAndAFileOfBeforeRunsReads) {
+  EXPECT_EQ(hist::new_run(nullptr, 1796582701, 4242), "20261206-184501-4242");
+  EXPECT_EQ(hist::new_run("", 0, 7), "19700101-000000-7");
+  EXPECT_EQ(hist::new_run("12345", 0, 7), "slurm-12345");
+  EXPECT_EQ(hist::new_run("12345 x", 951782400, 7), "20000229-000000-7");  // not a run id: the clock's
+  EXPECT_TRUE(hist::valid_run("slurm-12345_3"));
+  EXPECT_FALSE(hist::valid_run(""));
+  EXPECT_FALSE(hist::valid_run("a b"));
+  EXPECT_FALSE(hist::valid_run(std::string(65, 'a')));
+  hist::history h;
+  h.set_run("run-a");
+  h.add(make_round(1, 4, 3, 100), 0);
+  h.set_run("run-b");
+  h.add(make_round(2, 4, 3, 100), 0);
+  std::string text = hist::file_header();
+  h.each([&](const hist::round_view& r) { text += hist::format_round(r); });
+  EXPECT_NE(text.find(" count=4 run=run-a\n"), std::string::npos) << text;
+  std::vector<hist::round_view> back;
+  std::vector<std::string> warnings;
+  std::string error;
+  ASSERT_TRUE(hist::parse_file(text, back, warnings, error)) << error;
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[0].run, "run-a");
+  EXPECT_EQ(back[1].run, "run-b");
+  // A file written before runs: its rounds have none.
+  std::string old = hist::file_header() +
+                    "ROUND seq=1 scope=s name=e gen=1 n=2 end=release verdict=- at=5 ms=9 withdrawn=0 timeouts=0 "
+                    "count=2\nARR a=0@n1+0,1@n2+9\n";
+  back.clear();
+  ASSERT_TRUE(hist::parse_file(old, back, warnings, error)) << error;
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].run, "");
+  // A bad run costs its round.
+  std::string bad = hist::file_header() +
+                    "ROUND seq=1 scope=s name=e gen=1 n=2 end=release verdict=- at=5 ms=9 withdrawn=0 timeouts=0 "
+                    "count=1 run=a/b\nARR a=0@n1+0\n";
+  back.clear();
+  warnings.clear();
+  ASSERT_TRUE(hist::parse_file(bad, back, warnings, error)) << error;
+  EXPECT_TRUE(back.empty());
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("bad run=a/b"), std::string::npos) << warnings[0];
 }
 
 }  // namespace
