@@ -19,7 +19,7 @@ _tfbarrier_options() {
     decide) echo "--name --message --no-wait --timeout --n --rank --store $client -m" ;;
     abort) echo "--name --reason --store $client" ;;
     status) echo "--name --json --all-scopes --watch --store $client" ;;
-    report) echo "--name --last --file --json --csv --svg --all-scopes $client" ;;
+    report) echo "--name --last --file --json --csv --svg --all-scopes --all-runs --run $client" ;;
     config) echo "--n --rank --json --store $client" ;;
     secret) echo "--file --force --help -h" ;;
   esac

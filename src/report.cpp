@@ -178,10 +178,22 @@ std::string text(const analysis& a, std::size_t top) {
   return headline(a) + tables(a, top, 0);
 }
 
-std::string text_for_terminal(const analysis& a, std::size_t max_rounds, std::size_t top) {
+std::string text_for_terminal(const analysis& a, std::size_t max_rounds, std::size_t top, std::size_t width) {
   if (a.rounds.empty()) return "no finished rounds recorded\n";
   std::string h = headline(a);
-  return tables(a, top, max_rounds) + (h.empty() ? "" : "\n" + h);
+  std::string all = tables(a, top, max_rounds), out;
+  for (std::size_t pos = 0; pos < all.size();) {  // the tables' lines, each cut to the width
+    std::size_t nl = all.find('\n', pos);
+    std::size_t len = (nl == std::string::npos ? all.size() : nl) - pos;
+    if (width && len > width) {
+      len = width;
+      while (len > 0 && (static_cast<unsigned char>(all[pos + len]) & 0xC0) == 0x80) --len;  // not mid-character
+    }
+    out.append(all, pos, len);
+    out += '\n';
+    pos = nl == std::string::npos ? all.size() : nl + 1;
+  }
+  return out + (h.empty() ? "" : "\n" + h);
 }
 
 std::string json(const analysis& a) {
@@ -380,7 +392,7 @@ std::string heatmap(const std::vector<hist::round_view>& rounds, std::size_t wid
   };
   std::string out = fmt::format("Arrival lateness, rounds (rows{}) by ranks (columns): {}\n",
                                 rows.size() < rounds.size()
-                                    ? fmt::format(", {} rounds to a row, the latest of them", rows[0].second)
+                                    ? fmt::format(", {} rounds to a row, the worst of each column", rows[0].second)
                                     : "",
                                 b.how);
   // Column ruler: every tenth column's label (a group of ranks: its first),
@@ -453,7 +465,7 @@ std::string svg(const std::vector<hist::round_view>& rounds) {
       "<text x=\"{:.0f}\" y=\"44\" fill=\"#555\">{}</text>\n",
       w, h, w, h, 16.0, 16.0,
       esc(b.how + (rows.size() < rounds.size()
-                       ? fmt::format("; {} rounds to a row, the latest of them", rows[0].second - rows[0].first)
+                       ? fmt::format("; {} rounds to a row, the worst of each column", rows[0].second - rows[0].first)
                        : "")));
   for (std::size_t i = 0; i < g.size(); ++i) {
     double y = top_m + ch * static_cast<double>(i);

@@ -101,6 +101,8 @@ inline constexpr std::size_t svg_cell_budget = 8000;
 
 /// text() for a terminal: at most max_rounds rows of the per-round table
 /// (the latest), and the one-line summary last, where it stays on screen.
-std::string text_for_terminal(const analysis& a, std::size_t max_rounds, std::size_t top = 10);
+/// Each line is cut to width bytes (at a character's start), so that none wraps.
+std::string text_for_terminal(const analysis& a, std::size_t max_rounds, std::size_t top = 10,
+                              std::size_t width = 0);
 
 }  // namespace tfb::report

@@ -5,6 +5,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
@@ -150,13 +151,18 @@ int print_report(const report_options& o, std::vector<hist::round_view>& rounds)
   } else {
     // Names and nodes came from a host or a file: shown escaped, never obeyed.
     if (::isatty(STDOUT_FILENO) && !rounds.empty()) {
-      // Fitted to the screen: the heatmap in about a third of its height, the
-      // per-round table's latest rows in a quarter, and the summary last.
-      std::size_t height = screen_size(false);
+      // Fitted to the screen, the summary last: the stragglers' tables (a
+      // tenth of the height each), the per-round table's latest rows (an
+      // eighth), and the heatmap in what is left (its title, ruler and
+      // legend, which may take two lines, and the shell's prompt aside).
+      const std::size_t height = screen_size(false);
+      const std::size_t top = std::clamp<std::size_t>(height / 10, 3, 10);
+      const std::size_t per_round = std::max<std::size_t>(3, height / 8);
+      const std::size_t fixed = 4 + (3 + per_round) + 2 * (3 + top) + 3 + 2;
+      const std::size_t rows = height > fixed + 5 ? height - fixed : 5;
+      tfb::print(stdout, "{}", printable(report::heatmap(rounds, screen_size(true), utf8_locale(), rows), true));
       tfb::print(stdout, "{}",
-                 printable(report::heatmap(rounds, screen_size(true), utf8_locale(), std::max<std::size_t>(5, height / 3)),
-                           true));
-      tfb::print(stdout, "{}", printable(report::text_for_terminal(a, std::max<std::size_t>(5, height / 4)), true));
+                 printable(report::text_for_terminal(a, per_round, top, screen_size(true)), true));
     } else {
       tfb::print(stdout, "{}", printable(report::text(a), true));
     }

@@ -36,7 +36,7 @@ rounds() {
   run -0 timeout 20 "$TFB" report --json
   python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["stragglers"]["ranks"][0]["who"]=="rank 3"; assert len(d["rounds"])==3' "$output"
   run -0 timeout 20 "$TFB" report --csv --last 2
-  assert_line --index 0 'seq,scope,name,round,end,verdict,first_arrival_unix_ms,rank,node,late_ms,after_first_ms'
+  assert_line --index 0 'seq,scope,name,round,end,verdict,first_arrival_unix_ms,rank,node,late_ms,after_first_ms,run'
   [ "${#lines[@]}" -eq 9 ]
   kill "$HOST_PID"
   wait "$HOST_PID" || true
@@ -152,7 +152,7 @@ import csv, sys
 rows = list(csv.reader(open(sys.argv[1], newline="")))
 assert rows[0][8] == "node", rows[0]
 for r in rows:
-    assert len(r) == 11, r
+    assert len(r) == 12, r
 for r in rows[1:]:
     print(r[8])
 PY
@@ -163,7 +163,7 @@ PY
   waits_from gpu-node-a07x 70 big
   run -0 --separate-stderr timeout 20 "$TFB" report --csv
   [ "${#lines[@]}" -eq 71 ]
-  assert_line --index 1 --regexp '^1,.*,big,1,release,.*,gpu-node-a07x,[0-9]+$'
+  assert_line --index 1 --regexp '^1,.*,big,1,release,.*,gpu-node-a07x,[0-9]+,[0-9]+,[^,]+$'
   run -0 --separate-stderr timeout 20 "$TFB" report --file "$HOME/job.history" --csv
   [ "${#lines[@]}" -eq 71 ]
   [ -z "$stderr" ]
@@ -183,7 +183,7 @@ PY
   run -0 --separate-stderr timeout 20 "$TFB" report --all-scopes --csv
   [ "${#lines[@]}" -eq 3 ]
   # Cut to 255 bytes: 246 of the name, '~' and a hash.
-  assert_line --index 1 --regexp "^1,s1,solo,1,release,continue,[0-9]+,0,x{246}~[0-9a-f]{8},[0-9]+\$"
+  assert_line --index 1 --regexp "^1,s1,solo,1,release,continue,[0-9]+,0,x{246}~[0-9a-f]{8},[0-9]+,[0-9]+,[^,]+\$"
   run -0 --separate-stderr timeout 20 "$TFB" report --all-scopes --file "$HOME/job.history" --csv
   [ "${#lines[@]}" -eq 3 ]
   kill "$HOST_PID"
@@ -252,5 +252,62 @@ restart_on() {
   # ',' is '_' in the history (it separates arrivals); '"' stays, doubled in the file.
   assert_equal "${lines[0]}" "'@SUM(1+1)\"x_y"
   assert_equal "${lines[1]}" 'n1'
-  grep -q "^1,'-s,e,1,release,continue,[0-9]*,0,\"'@SUM(1+1)\"\"x_y\",[0-9]*,[0-9]*\$" "$BATS_TEST_TMPDIR/a.csv"
+  grep -q "^1,'-s,e,1,release,continue,[0-9]*,0,\"'@SUM(1+1)\"\"x_y\",[0-9]*,[0-9]*,[^,]*\$" "$BATS_TEST_TMPDIR/a.csv"
+}
+
+@test "runs are kept apart: a host started again on the same history file reports its own run, --all-runs every run" {
+  # Found in review (issue #32): every host of a user on a node writes the
+  # same default history, and a fresh host's report ranked earlier runs'
+  # rounds with its own.
+  start_host --history-file "$HOME/job.history"
+  rounds 2
+  local first
+  first=$(sed -n 's/.*this host'"'"'s rounds are run \([^ ]*\) .*/\1/p' "$HOST_LOG" | head -n 1)
+  [ -n "$first" ]
+  kill "$HOST_PID"
+  wait "$HOST_PID" || true
+  sleep 1  # a run id has the start time to the second, and the pid
+  start_host --history-file "$HOME/job.history"
+  rounds 1
+  run -0 --separate-stderr timeout 20 "$TFB" report --json
+  python3 -c 'import json,sys; d=json.loads(sys.argv[1]); r=d["rounds"]; assert len(r)==1, r; assert r[0]["run"] != sys.argv[2], r' "$output" "$first"
+  [[ $stderr == *"left out 2 rounds of 1 other run: --all-runs for every run, or --run ID"* ]] || { echo "$stderr"; false; }
+  run -0 --separate-stderr timeout 20 "$TFB" report --all-runs --json
+  python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert len(d["rounds"])==3, d["rounds"]' "$output"
+  run -0 --separate-stderr timeout 20 "$TFB" report --run "$first" --csv
+  [ "${#lines[@]}" -eq 9 ]  # the header and 2 rounds of 4
+  [[ ${lines[0]} == *",run" ]]
+  [[ ${lines[1]} == *",$first" ]]
+  run -2 timeout 20 "$TFB" report --run 'a b'
+  assert_output --partial "a run ID is 1-64 of"
+}
+
+@test "on a terminal, 200 rounds fit the screen and the summary line comes last" {
+  command -v tmux >/dev/null || skip "tmux is not installed"
+  python3 - "$HOME/many.history" <<'PY'
+import sys
+with open(sys.argv[1], "w") as f:
+    f.write("TFBHISTORY v=1\n")
+    for s in range(1, 201):
+        f.write("ROUND seq=%d scope=default name=epoch%d gen=1 n=8 end=release verdict=- at=5 ms=900 withdrawn=0 timeouts=0 count=8 run=r1\n" % (s, s))
+        f.write("ARR a=" + ",".join("%d@gpu-a%02d+%d" % (r, r // 4, 900 if r == 5 else r) for r in range(8)) + "\n")
+PY
+  SOCK=tfbr-$$-$BATS_TEST_NUMBER
+  tmux -u -L "$SOCK" -f /dev/null new-session -d -x 100 -y 40 \
+    env -i PATH=/usr/bin:/bin HOME="$HOME" TERM=xterm-256color LANG=C.UTF-8 PS1='$ ' bash --norc --noprofile
+  tmux -L "$SOCK" send-keys "$TFB report --all-scopes --file $HOME/many.history | cat -A | wc -l; $TFB report --all-scopes --file $HOME/many.history; echo EXIT=\$?" Enter
+  local i
+  for i in $(seq 200); do
+    tmux -L "$SOCK" capture-pane -p | grep -q '^EXIT=' && break
+    sleep 0.05
+  done
+  SCREEN=$(tmux -L "$SOCK" capture-pane -p)
+  tmux -L "$SOCK" kill-server
+  [[ $SCREEN == *"EXIT=0"* ]] || { echo "$SCREEN" >&2; false; }
+  # What a screen of 40 lines shows at the end: the summary, just above EXIT.
+  local before
+  before=$(grep -B1 '^EXIT=0' <<<"$SCREEN" | head -n 1)
+  [[ $before == "rank 5 (node gpu-a01) was the last rank in 200 of 200 rounds, median +"* ]] || { echo "$SCREEN" >&2; false; }
+  [[ $SCREEN == *"rounds to a row"* ]]
+  [[ $SCREEN == *"gpu-a00"* ]]
 }
