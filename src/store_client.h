@@ -28,6 +28,11 @@ struct client_config {
   /// once at start; when set, libcurl gets these, not the files' paths.
   std::string cert_pem, key_pem;
   std::chrono::milliseconds timeout{5000};  ///< per request (not for watch, which lasts)
+  /// etcd's own authentication (issue #31 item 9): with a user, the client
+  /// logs in (/v3/auth/authenticate) and sends the token on every request,
+  /// logging in again once when etcd says the token is no longer valid. The
+  /// password is read once at start (read_password_file); never shown.
+  std::string user, password;
 };
 
 struct kv {

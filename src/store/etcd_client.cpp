@@ -9,9 +9,13 @@
 // base64; int64 fields are JSON strings; fields at their default (false, 0,
 // PUT) are left out; an error is a JSON object with "error"/"message" and an
 // HTTP status other than 200; /v3/watch answers with one JSON object per
-// line, {"result": {...}}, for as long as the request lasts.
+// line, {"result": {...}}, for as long as the request lasts. With etcd's
+// authentication on, POST /v3/auth/authenticate {"name", "password"} gives a
+// token that every request carries in its Authorization header (issue #31
+// item 9).
 #include <curl/curl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <mutex>
@@ -171,10 +175,7 @@ class etcd_client final : public client {
     curl_slist_free_all(headers_);
   }
   bool ok(std::string& error) {
-    // etcd's "require leader": a member cut off from the others ends the
-    // watch (and refuses requests) instead of answering from a stale state.
-    headers_ = curl_slist_append(nullptr, "Grpc-Metadata-Hasleader: true");
-    headers_ = curl_slist_append(headers_, "Content-Type: application/json");
+    set_token({});
     h_ = curl_easy_init();
     if (!h_) error = "cannot make a libcurl handle";
     return h_ != nullptr;
@@ -254,6 +255,7 @@ class etcd_client final : public client {
 
   watch_end watch(const std::string& key, const std::string& range_end, std::int64_t start_revision,
                   const std::function<bool(const std::vector<event>&)>& on_events, std::string& error) override {
+    if (!logged_in(error)) return watch_end::failed;
     json req{{"key", b64(key)}, {"prev_kv", true}};
     if (!range_end.empty()) req["range_end"] = b64(range_end);
     if (start_revision) req["start_revision"] = std::to_string(start_revision);
@@ -278,6 +280,7 @@ class etcd_client final : public client {
       }
       if (!w.error.empty()) {
         error = "etcd at " + ep + ": " + w.error;
+        if (token_refused(w.error)) set_token({});  // the next watch logs in again
         return watch_end::failed;
       }
       if (w.got_any) {  // it worked here, then broke: the caller resumes from its revision
@@ -394,11 +397,68 @@ class etcd_client final : public client {
       default: tried.add(ep, describe(rc), "", false);
     }
   }
-  /// etcd's refusals when auth is enabled and the call carries no token.
+  /// etcd's refusals when auth is enabled: no token, a bad one, a user
+  /// without the permission, a wrong name or password.
   static bool auth_refusal(const std::string& msg) {
-    for (const char* s : {"user name is empty", "invalid auth token", "permission denied", "authentication failed"})
+    for (const char* s : {"user name is empty", "invalid auth token", "permission denied", "authentication failed",
+                          "auth token", "user name not found"})
       if (msg.find(s) != std::string::npos) return true;
     return false;
+  }
+  /// etcd no longer takes the token sent (it expired: simple tokens last
+  /// --auth-token-ttl; or etcd restarted): logging in again may help.
+  static bool token_refused(const std::string& msg) {
+    return msg.find("invalid auth token") != std::string::npos || msg.find("auth token is expired") != std::string::npos;
+  }
+  /// What to do about etcd's refusal msg. The password is never named.
+  std::string refusal_hint(const std::string& msg) const {
+    const std::string give =
+        "--store-user NAME and --store-password-file FILE (TFBARRIER_STORE_USER, TFBARRIER_STORE_PASSWORD_FILE)";
+    if (c_.user.empty())
+      return "etcd has authentication on (etcdctl auth enable), and no etcd user was given: give the user whose "
+             "role may read and write the job's prefix, with " +
+             give + " (docs/store.md, \"Authorization\")";
+    if (msg.find("permission denied") != std::string::npos)
+      return "etcd user " + c_.user + " may not do that: its role must have readwrite on the prefix of --store " +
+             "(etcdctl role grant-permission --prefix=true ROLE readwrite /PREFIX/, and user grant-role " + c_.user +
+             " ROLE), or give a prefix that its role covers (docs/store.md, \"Authorization\")";
+    if (msg.find("authentication failed") != std::string::npos || msg.find("user name not found") != std::string::npos)
+      return "etcd refused the user name " + c_.user +
+             " and the password of --store-password-file: check both (etcdctl user get " + c_.user +
+             "; etcdctl user passwd " + c_.user + ")";
+    return "etcd refused the login of user " + c_.user + ": check " + give;
+  }
+  /// Logs in when a user is given and there is no token yet: sets the token
+  /// that perform() sends.
+  bool logged_in(std::string& error) {
+    if (c_.user.empty() || logged_in_) return true;
+    json r;
+    // etcd checks the password with bcrypt: slow on a busy machine, so a
+    // login gets at least 5 s, whatever the requests' timeout.
+    const auto per_request = c_.timeout;
+    c_.timeout = std::max(c_.timeout, std::chrono::milliseconds(5000));
+    bool answered = call_once("/v3/auth/authenticate", json{{"name", c_.user}, {"password", c_.password}}, r, error);
+    c_.timeout = per_request;
+    if (!answered) {
+      // An etcd without auth takes every request without a token.
+      if (error.find("authentication is not enabled") == std::string::npos) return false;
+      error.clear();
+    } else if (auto t = r.find("token"); t != r.end() && t->is_string()) {
+      set_token(t->get<std::string>());
+    }
+    logged_in_ = true;
+    return true;
+  }
+  /// The headers of every request: with token, its Authorization header.
+  void set_token(std::string token) {
+    token_ = std::move(token);
+    logged_in_ = !token_.empty();
+    curl_slist_free_all(headers_);
+    // etcd's "require leader": a member cut off from the others ends the
+    // watch (and refuses requests) instead of answering from a stale state.
+    headers_ = curl_slist_append(nullptr, "Grpc-Metadata-Hasleader: true");
+    headers_ = curl_slist_append(headers_, "Content-Type: application/json");
+    if (!token_.empty()) headers_ = curl_slist_append(headers_, ("Authorization: " + token_).c_str());
   }
   /// etcd's words: {"error": "...", "message": "..."} from a call, or
   /// {"error": {"message": "...", ...}} from a stream (keepalive, watch).
@@ -524,7 +584,12 @@ class etcd_client final : public client {
   /// One request: tried at each endpoint in turn until one answers.
   bool call(const std::string& path, const json& body, json& reply, std::string& error) {
     try {
-      return call_once(path, body, reply, error);
+      if (!logged_in(error)) return false;
+      if (call_once(path, body, reply, error)) return true;
+      // A token etcd no longer takes (expired, or etcd restarted): log in again, once.
+      if (c_.user.empty() || !token_refused(error)) return false;
+      set_token({});
+      return logged_in(error) && call_once(path, body, reply, error);
     } catch (const std::exception& e) {
       return fail("etcd answered " + path + " with what I cannot read: " + e.what(), error);
     }
@@ -560,13 +625,7 @@ class etcd_client final : public client {
         }
         if (auth_refusal(msg)) {
           access_refused_ = true;
-          return fail("etcd at " + ep + ": " + msg +
-                          "; etcd has authentication on (etcdctl auth enable), and tfbarrier does not log in to "
-                          "etcd: it sends no user name and password, and etcd takes no user from a client "
-                          "certificate through its JSON gateway, which tfbarrier speaks. Give the job a prefix "
-                          "in an etcd without auth: every input carries an HMAC with the job's key (a shared "
-                          "--secret-file, or MUNGE; docs/store.md, \"Authorization\")",
-                      error);
+          return fail("etcd at " + ep + ": " + msg + "; " + refusal_hint(msg), error);
         }
         return fail("etcd at " + ep + ": " + (msg.empty() ? "HTTP " + std::to_string(status) : msg), error);
       }
@@ -579,6 +638,8 @@ class etcd_client final : public client {
   client_config c_;
   CURL* h_ = nullptr;
   curl_slist* headers_ = nullptr;
+  std::string token_;  ///< from /v3/auth/authenticate, when a user is given
+  bool logged_in_ = false;  ///< token_ is etcd's answer (none: etcd has no auth)
   std::size_t current_ = 0;
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> interrupted_{false};
