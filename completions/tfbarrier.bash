@@ -14,7 +14,7 @@ _tfbarrier_options() {
   case $1 in
     serve) echo "--listen --daemon --log --idle-exit --forget-after --quiet --state-dir --max-connections" \
       "--max-per-address --max-barriers --secret-file --no-munge --insecure --metrics --metrics-token-file" \
-      "--metrics-textfile --history --history-file --store --store-lease --store-snapshot-every --store-ca --store-cert --store-key --help -q -h" ;;
+      "--metrics-textfile --history --history-file --store --store-lease --store-snapshot-every --store-ca --store-cert --store-key --store-user --store-password-file --help -q -h" ;;
     wait) echo "--name --n --rank --chief --timeout --progress $client" ;;
     decide) echo "--name --message --no-wait --timeout --n --rank --store $client -m" ;;
     abort) echo "--name --reason --store $client" ;;
@@ -82,7 +82,7 @@ _tfbarrier() {
   # The value of an option.
   if _tfbarrier_takes_value "$prev"; then
     case $prev in
-      --log | --secret-file | --file | --history-file | --svg | --metrics-token-file | --metrics-textfile | --store-ca | --store-cert | --store-key)
+      --log | --secret-file | --file | --history-file | --svg | --metrics-token-file | --metrics-textfile | --store-ca | --store-cert | --store-key | --store-password-file)
         compopt -o filenames 2>/dev/null
         mapfile -t COMPREPLY < <(compgen -f -- "$cur")
         ;;

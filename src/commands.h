@@ -47,6 +47,8 @@ struct serve_options {
   std::optional<std::string> history_file;  ///< --history-file (default: beside the log)
   std::optional<std::string> store;         ///< --store etcd://H:P[,H:P...][/PREFIX] (docs/store.md)
   std::optional<std::string> store_ca, store_cert, store_key;  ///< TLS to the store
+  /// etcd's own authentication (issue #31 item 9): the user, and the file of its password.
+  std::optional<std::string> store_user, store_password_file;
   duration store_lease = std::chrono::seconds(10);              ///< --store-lease
   std::size_t store_snapshot_every = 1000;                       ///< --store-snapshot-every
 };

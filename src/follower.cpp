@@ -56,7 +56,7 @@ void catch_up_events(const layout& keys, const std::vector<kv>& all, const std::
   std::map<std::pair<std::string, std::int64_t>, std::string> ended;
   for (const auto& k : all) {
     auto p = keys.parse(k.key);
-    if (p.what == kind::host) {
+    if (p.what == kind::host && leased(k)) {  // one without a lease counts for nothing (leased)
       out.live.push_back(k);
       live.emplace(p.host, k.create_revision);
     }
@@ -86,6 +86,7 @@ void catch_up_events(const layout& keys, const std::vector<kv>& all, const std::
     k.key = keys.host(h);
     k.create_revision = k.mod_revision = inc;
     k.version = 1;
+    k.lease = lease_gone;  // it held one: its host registered
     k.value = value.empty() ? presence{state_machine_version, h.substr(0, h.rfind(':')), {}, 0}.format() : value;
     out.events.push_back(event{event::type::put, std::move(k), {}});
   }
@@ -180,10 +181,35 @@ void follower::apply(const event& ev, std::vector<action>& acts) {
   bool put = ev.what == event::type::put;
   applied_rev_ = std::max(applied_rev_, ev.now.mod_revision);
   auto warn = [&](std::string text) { acts.push_back(action{action::kind::warn, {}, false, {}, 0, std::move(text)}); };
+  if (put && k.what == kind::host && !first_version(ev.now) && !leased(ev.now) && leased(ev.prev)) {
+    // Put again without its lease: it would not go when its host does. Its
+    // host, alive, registers again (its new key has a lease, and the end of
+    // this one withdraws its participants); a host that is gone cannot.
+    bool mine = k.host == self_ && ev.now.create_revision == r_.incarnation() && r_.incarnation() != 0;
+    warn(fmt::format("warning: store: {} was put again without its lease, so it would not expire when host {} goes; "
+                     "{}. Someone else writes under this prefix (use etcd's authentication: docs/store.md, "
+                     "\"Authorization\")",
+                     ev.now.key, k.host,
+                     mine ? "this host registers again" : "that host registers again if it is alive; if not, its "
+                                                          "participants stay counted until the key is deleted"));
+    if (mine)
+      acts.push_back(action{action::kind::fenced, {}, false, {}, 0,
+                            "this host's presence in the store was put again without its lease"});
+    return;
+  }
   if (put && (k.what == kind::host || k.what == kind::input || k.what == kind::gone) && !first_version(ev.now)) {
     warn(fmt::format("warning: store: {} was put again (version {}); only its first version counts, on every host "
                      "alike: someone else writes under this prefix",
                      ev.now.key, ev.now.version));
+    return;
+  }
+  if (k.what == kind::host && put && !leased(ev.now)) {
+    // Not put by a host (a host's presence has its lease): it would never go.
+    if (unleased_.emplace(ev.now.key, ev.now.create_revision).second)
+      warn(fmt::format("warning: store: {} was put without a lease, so it would never expire: ignored, host {} is "
+                       "not counted as present by it. A host puts its presence with a lease; someone else writes "
+                       "under this prefix (use etcd's authentication: docs/store.md, \"Authorization\")",
+                       ev.now.key, k.host));
     return;
   }
   if (k.what == kind::host && put) {
@@ -196,6 +222,8 @@ void follower::apply(const event& ev, std::vector<action>& acts) {
   } else if (k.what == kind::host) {
     // The presence went (its lease expired, or its host left). Its end is
     // applied where the gone key lands in the log, the same place on every host.
+    // A key that never had a lease counted for nothing: nothing ends.
+    if (ev.prev.version == 1 && !leased(ev.prev) && !ev.prev.key.empty()) return;
     std::int64_t inc = ev.prev.create_revision ? ev.prev.create_revision : r_.incarnation_of(k.host);
     if (inc != 0) acts.push_back(action{action::kind::mark_gone, {}, false, k.host, inc, ev.prev.value});
     if (k.host == self_ && inc == r_.incarnation() && inc != 0)

@@ -8,6 +8,7 @@
 // against a simulated etcd (tests/unit/follower_test.cpp).
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +38,14 @@ bool parse_origin(std::string_view text, int& sm, shared_settings& out);
 /// same bytes or not) changes nothing; a key deleted and put again is a new
 /// key, and the batch rules (a sequence applied once) refuse a replay.
 inline bool first_version(const kv& k) { return k.version == 1; }
+
+/// A host's presence key is put with its lease, so that it goes when the
+/// host stops renewing it (issue #31 item 9). One without a lease never
+/// goes: a host counted by it would keep its participants counted for good.
+/// Such a key counts for nothing (warned once). catch_up_events gives this
+/// lease to the presence it restores of a host that has gone since.
+inline constexpr std::int64_t lease_gone = -1;
+inline bool leased(const kv& k) { return k.lease != 0; }
 
 /// What a host starts from (or starts over from, after a compacted revision):
 /// the newest whole snapshot and every event after it, read at one revision
@@ -145,6 +154,7 @@ class follower {
   std::int64_t pending_restart_ = 0;  ///< differed from the keeper at this revision: start over from its snapshot there
   void restart_if_due(std::vector<action>& acts);
   std::uint64_t compared_ = 0, diverged_ = 0;
+  std::set<std::pair<std::string, std::int64_t>> unleased_;  ///< presence keys without a lease, warned of (key, create_revision)
   void compare_digest(const layout::parsed& k, const event& ev, std::vector<action>& acts);
 };
 

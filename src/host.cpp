@@ -917,6 +917,8 @@ bool server::open_store(std::string& error) {
   ls.client.key = opts_.store_key;
   ls.client.cert_pem = opts_.store_cert_pem;
   ls.client.key_pem = opts_.store_key_pem;
+  ls.client.user = opts_.store_user;
+  ls.client.password = opts_.store_password;
   ls.keys.prefix = at.prefix;
   keys_ = ls.keys;
   self_key_ = store::host_key(opts_.node, address_.substr(address_.rfind(':') + 1));

@@ -41,6 +41,7 @@ struct host_options {
   std::optional<std::string> store;  ///< etcd://H:P[,H:P...][/PREFIX], checked (store_link.h parse_store)
   std::string store_ca, store_cert, store_key;
   std::string store_cert_pem, store_key_pem;  ///< their contents, read (the key checked) by serve at start
+  std::string store_user, store_password;     ///< etcd's authentication: the password read by serve at start
   duration store_lease = std::chrono::seconds(10);
   std::size_t store_snapshot_every = 1000;  ///< batches between snapshots
   /// No secret: the store's inputs are MACed with a key shared through MUNGE

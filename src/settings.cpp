@@ -391,6 +391,11 @@ class resolver {
       s_.store = {*v, "env:TFBARRIER_STORE"};
     else
       s_.store = {std::nullopt, "default"};
+    // The etcd user a host started from here logs in as (serve --store-user); its password is never shown.
+    if (auto v = get("TFBARRIER_STORE_USER"); v && !v->empty())
+      s_.store_user = {*v, "env:TFBARRIER_STORE_USER"};
+    else
+      s_.store_user = {std::nullopt, "default"};
   }
 
   bool resolve_insecure() {
@@ -509,6 +514,7 @@ std::string settings_to_text(const settings& s) {
   rows.push_back({"node", text_value(s.node), s.node.source});
   rows.push_back({"insecure", text_value(s.insecure), s.insecure.source});
   rows.push_back({"store", text_value(s.store), s.store.source});
+  if (s.store_user.value) rows.push_back({"store_user", text_value(s.store_user), s.store_user.source});
   rows.push_back({"addr_explicit", s.addr_explicit ? "yes" : "no", ""});
   rows.push_back({"may_start_host", s.may_start_host ? "yes" : "no", ""});
   std::size_t key_width = 0, value_width = 0;
@@ -540,12 +546,14 @@ std::string settings_to_json(const settings& s) {
   j["node"] = json_value(s.node);
   j["insecure"] = s.insecure.value.value_or(false);
   j["store"] = json_value(s.store);
+  j["store_user"] = json_value(s.store_user);
   j["may_start_host"] = s.may_start_host;
   j["addr_explicit"] = s.addr_explicit;
   j["warnings"] = s.warnings;
   j["source"] = {{"host", s.host.source}, {"port", s.port.source}, {"n", s.n.source},
                  {"rank", s.rank.source}, {"scope", s.scope.source}, {"node", s.node.source},
-                 {"insecure", s.insecure.source}, {"store", s.store.source}};
+                 {"insecure", s.insecure.source}, {"store", s.store.source},
+                 {"store_user", s.store_user.source}};
   return j.dump(2, ' ', true, nlohmann::json::error_handler_t::replace);  // ASCII: safe on a terminal
 }
 

@@ -58,6 +58,7 @@ struct settings {
   sourced<std::string> node;     ///< this machine's node name (TFBARRIER_NODE, else SLURMD_NODENAME, else hostname passed in)
   sourced<bool> insecure;        ///< --insecure or TFBARRIER_INSECURE: auth=none accepted beyond loopback
   sourced<std::string> store;    ///< TFBARRIER_STORE: the store a host of this job keeps the barriers in (serve --store)
+  sourced<std::string> store_user;  ///< TFBARRIER_STORE_USER: the etcd user a host logs in as (never its password)
   bool addr_explicit = false;    ///< from --addr, TFBARRIER_ADDR or TFBARRIER_HOST: never self-start a host
   bool may_start_host = false;   ///< this process belongs on the host's node and may start it
   std::vector<std::string> warnings;

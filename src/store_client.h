@@ -43,6 +43,11 @@ struct client_config {
   /// endpoint when no answer comes within attempt_timeout: a quiet watch
   /// cannot tell a frozen member from a quiet prefix. 0: never.
   std::chrono::milliseconds probe_every{1000};
+  /// etcd's own authentication (issue #31 item 9): with a user, the client
+  /// logs in (/v3/auth/authenticate) and sends the token on every request,
+  /// logging in again once when etcd says the token is no longer valid. The
+  /// password is read once at start (read_password_file); never shown.
+  std::string user, password;
 };
 
 struct kv {

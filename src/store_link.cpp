@@ -163,6 +163,64 @@ int read_tls_files(client_config& c, std::string& error) {
   return exit_code::ok;
 }
 
+int read_password_file(const std::string& path, std::string& out, std::string& error) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) {
+    int e = errno;
+    if (e == ELOOP) {
+      error = fmt::format("--store-password-file {} is a symbolic link; tfbarrier does not follow one there, as "
+                          "for the secret file: point --store-password-file (or TFBARRIER_STORE_PASSWORD_FILE) at "
+                          "the file itself",
+                          path);
+      return exit_code::auth;
+    }
+    error = fmt::format("cannot read --store-password-file {}: {}; give a file that you can read, mode 600, that "
+                        "holds the etcd user's password",
+                        path, std::strerror(e));
+    return exit_code::usage;
+  }
+  files::fd f(fd);
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    error = fmt::format("--store-password-file {} is not a regular file; give a file, mode 600, that holds the etcd "
+                        "user's password",
+                        path);
+    return exit_code::usage;
+  }
+  if (st.st_uid != ::getuid()) {
+    error = fmt::format("--store-password-file {} belongs to uid {}, not to you (uid {}); use a file of your own, "
+                        "mode 600",
+                        path, st.st_uid, ::getuid());
+    return exit_code::auth;
+  }
+  if ((st.st_mode & 077) != 0) {
+    error = fmt::format("--store-password-file {} can be read or changed by others (mode {:04o}), and with the "
+                        "password in it anyone could write to the job's prefix in etcd; run `chmod 600 {}`",
+                        path, st.st_mode & 07777, path);
+    return exit_code::auth;
+  }
+  if (st.st_size > 4096) {
+    error = fmt::format("--store-password-file {} is larger than 4 KiB; give a file that holds the password alone",
+                        path);
+    return exit_code::usage;
+  }
+  out.assign(static_cast<std::size_t>(st.st_size), '\0');
+  std::size_t got = 0;
+  while (got < out.size()) {
+    ssize_t n = ::read(fd, out.data() + got, out.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  out.resize(got);
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  if (out.empty()) {
+    error = fmt::format("--store-password-file {} is empty; put the etcd user's password in it", path);
+    return exit_code::usage;
+  }
+  return exit_code::ok;
+}
+
 std::unique_ptr<client> load_client(const client_config& c, std::string& error) {
   using factory = client* (*)(const client_config*, std::string*);
   static factory make = nullptr;
@@ -662,6 +720,7 @@ bool link::read_catch_up(client& c, catch_up& out, std::string& error) {
     if (c.range(k.key, {}, first, at, why, k.create_revision) && first.size() == 1 &&
         first[0].create_revision == k.create_revision) {
       k.value = std::move(first[0].value);
+      k.lease = first[0].lease;  // a presence counts by its first version's lease (follower.h, leased)
     } else {
       log(fmt::format("warning: store: {} was put again since revision {} and its first version cannot be read "
                       "({}): this host uses the value it has now, which other hosts may not have applied",

@@ -45,6 +45,14 @@ bool parse_store(std::string_view text, bool tls, address& out, std::string& err
 /// that others could read or change), with error.
 int read_tls_files(client_config& c, std::string& error);
 
+/// Reads the etcd user's password from path once, at start (serve
+/// --store-password-file, issue #31 item 9), into out, without its final
+/// newline. The file is held to the secret file's rules: a regular file,
+/// not a symbolic link, the user's own, that group and others can neither
+/// read nor change. 0, or the exit code (usage: cannot be read or empty;
+/// auth: unsafe), with error. Neither error nor anything else shows the password.
+int read_password_file(const std::string& path, std::string& out, std::string& error);
+
 /// Loads tfbarrier-etcd.so (beside the binary, else in the installed
 /// library directory) and makes a client; null with error.
 std::unique_ptr<client> load_client(const client_config& c, std::string& error);

@@ -330,6 +330,24 @@ int store_settings(const serve_options& o, host_options& h) {
   h.store_key = files.key;
   h.store_cert_pem = std::move(files.cert_pem);
   h.store_key_pem = std::move(files.key_pem);
+  // etcd's own authentication (issue #31 item 9): the password is read once,
+  // here, from a file only this user can read; it never goes on a command line.
+  if (o.store_user.has_value() != o.store_password_file.has_value()) {
+    print_error("--store-user and --store-password-file go together (the etcd user, and the file that holds its "
+                "password; TFBARRIER_STORE_USER and TFBARRIER_STORE_PASSWORD_FILE)");
+    return exit_code::usage;
+  }
+  if (o.store_user) {
+    if (o.store_user->empty()) {
+      print_error("--store-user is empty: give the etcd user whose role may read and write the job's prefix");
+      return exit_code::usage;
+    }
+    if (int rc = store::read_password_file(*o.store_password_file, h.store_password, error); rc != exit_code::ok) {
+      print_error(error);
+      return rc;
+    }
+    h.store_user = *o.store_user;
+  }
   h.store_lease = o.store_lease;
   h.store_snapshot_every = o.store_snapshot_every;
   // What this host writes to etcd carries a MAC, or anyone who can write
@@ -435,6 +453,15 @@ void define_serve_store(CLI::App* s, serve_options& serve, std::string& lease) {
       ->type_name("FILE");
   s->add_option("--store-key", serve.store_key, "The key of --store-cert, in FILE")
       ->envname("TFBARRIER_STORE_KEY")
+      ->type_name("FILE");
+  s->add_option("--store-user", serve.store_user,
+                "Log in to etcd as this user, whose role may read and write the store's prefix (etcd auth; "
+                "docs/store.md)")
+      ->envname("TFBARRIER_STORE_USER")
+      ->type_name("NAME");
+  s->add_option("--store-password-file", serve.store_password_file,
+                "The password of --store-user, in FILE (mode 600, read once at start)")
+      ->envname("TFBARRIER_STORE_PASSWORD_FILE")
       ->type_name("FILE");
   s->add_option("--store-lease", lease,
                 "Hold this host's presence in the store with a lease of DUR (default 10s, at least 2s): a host "

@@ -9,9 +9,13 @@
 // base64; int64 fields are JSON strings; fields at their default (false, 0,
 // PUT) are left out; an error is a JSON object with "error"/"message" and an
 // HTTP status other than 200; /v3/watch answers with one JSON object per
-// line, {"result": {...}}, for as long as the request lasts.
+// line, {"result": {...}}, for as long as the request lasts. With etcd's
+// authentication on, POST /v3/auth/authenticate {"name", "password"} gives a
+// token that every request carries in its Authorization header (issue #31
+// item 9).
 #include <curl/curl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <charconv>
@@ -177,10 +181,7 @@ class etcd_client final : public client {
     curl_slist_free_all(headers_);
   }
   bool ok(std::string& error) {
-    // etcd's "require leader": a member cut off from the others ends the
-    // watch (and refuses requests) instead of answering from a stale state.
-    headers_ = curl_slist_append(nullptr, "Grpc-Metadata-Hasleader: true");
-    headers_ = curl_slist_append(headers_, "Content-Type: application/json");
+    set_token({});
     h_ = curl_easy_init();
     if (!h_) error = "cannot make a libcurl handle";
     return h_ != nullptr;
@@ -261,6 +262,7 @@ class etcd_client final : public client {
   watch_end watch(const std::string& key, const std::string& range_end, std::int64_t start_revision,
                   const std::function<bool(const std::vector<event>&)>& on_events, std::string& error,
                   const std::function<void(std::int64_t)>& on_progress) override {
+    if (!logged_in(error)) return watch_end::failed;
     json req{{"key", b64(key)}, {"prev_kv", true}, {"progress_notify", true}};
     if (!range_end.empty()) req["range_end"] = b64(range_end);
     if (start_revision) req["start_revision"] = std::to_string(start_revision);
@@ -284,6 +286,11 @@ class etcd_client final : public client {
       if (cancelled_ || w.stop) return watch_end::cancelled;
       if (interrupted_.exchange(false)) return interrupted(error);
       if (!stuck.empty()) {  // the member stopped answering: the caller resumes elsewhere
+        if (token_refused(stuck)) {  // the probe's token expired: log in again, same member
+          set_token({});
+          error = "etcd at " + ep + ": " + stuck;
+          return watch_end::failed;
+        }
         next_endpoint();
         error = "etcd at " + ep + ": " + stuck + "; watching through the next endpoint";
         return watch_end::failed;
@@ -294,6 +301,7 @@ class etcd_client final : public client {
       }
       if (!w.error.empty()) {
         error = "etcd at " + ep + ": " + w.error;
+        if (token_refused(w.error)) set_token({});  // the next watch logs in again
         return watch_end::failed;
       }
       if (w.got_any) {  // it worked here, then broke: the caller resumes from its revision
@@ -411,11 +419,72 @@ class etcd_client final : public client {
       default: tried.add(ep, describe(rc), "", false);
     }
   }
-  /// etcd's refusals when auth is enabled and the call carries no token.
+  /// etcd's refusals when auth is enabled: no token, a bad one, a user
+  /// without the permission, a wrong name or password.
   static bool auth_refusal(const std::string& msg) {
-    for (const char* s : {"user name is empty", "invalid auth token", "permission denied", "authentication failed"})
+    for (const char* s : {"user name is empty", "invalid auth token", "permission denied", "authentication failed",
+                          "auth token", "user name not found"})
       if (msg.find(s) != std::string::npos) return true;
     return false;
+  }
+  /// etcd no longer takes the token sent (it expired: simple tokens last
+  /// --auth-token-ttl; or etcd restarted): logging in again may help.
+  static bool token_refused(const std::string& msg) {
+    return msg.find("invalid auth token") != std::string::npos || msg.find("auth token is expired") != std::string::npos;
+  }
+  /// What to do about etcd's refusal msg. The password is never named.
+  std::string refusal_hint(const std::string& msg) const {
+    const std::string give =
+        "--store-user NAME and --store-password-file FILE (TFBARRIER_STORE_USER, TFBARRIER_STORE_PASSWORD_FILE)";
+    if (c_.user.empty())
+      return "etcd has authentication on (etcdctl auth enable), and no etcd user was given: give the user whose "
+             "role may read and write the job's prefix, with " +
+             give + " (docs/store.md, \"Authorization\")";
+    if (msg.find("permission denied") != std::string::npos)
+      return "etcd user " + c_.user + " may not do that: its role must have readwrite on the prefix of --store " +
+             "(etcdctl role grant-permission --prefix=true ROLE readwrite /PREFIX/, and user grant-role " + c_.user +
+             " ROLE), or give a prefix that its role covers (docs/store.md, \"Authorization\")";
+    if (msg.find("authentication failed") != std::string::npos || msg.find("user name not found") != std::string::npos)
+      return "etcd refused the user name " + c_.user +
+             " and the password of --store-password-file: check both (etcdctl user get " + c_.user +
+             "; etcdctl user passwd " + c_.user + ")";
+    return "etcd refused the login of user " + c_.user + ": check " + give;
+  }
+  /// Logs in when a user is given and there is no token yet: sets the token
+  /// that perform() sends.
+  bool logged_in(std::string& error) {
+    if (c_.user.empty() || logged_in_) return true;
+    json r;
+    // etcd checks the password with bcrypt: slow on a busy machine, so a
+    // login gets at least 5 s, whatever the requests' timeout.
+    // (Its first try at each endpoint too: a login cut at attempt_timeout
+    // would only be tried again, and cost etcd another bcrypt.)
+    const auto per_request = c_.timeout, per_attempt = c_.attempt_timeout;
+    c_.timeout = std::max(c_.timeout, std::chrono::milliseconds(5000));
+    c_.attempt_timeout = c_.timeout;
+    bool answered = call_once("/v3/auth/authenticate", json{{"name", c_.user}, {"password", c_.password}}, r, error);
+    c_.timeout = per_request;
+    c_.attempt_timeout = per_attempt;
+    if (!answered) {
+      // An etcd without auth takes every request without a token.
+      if (error.find("authentication is not enabled") == std::string::npos) return false;
+      error.clear();
+    } else if (auto t = r.find("token"); t != r.end() && t->is_string()) {
+      set_token(t->get<std::string>());
+    }
+    logged_in_ = true;
+    return true;
+  }
+  /// The headers of every request: with token, its Authorization header.
+  void set_token(std::string token) {
+    token_ = std::move(token);
+    logged_in_ = !token_.empty();
+    curl_slist_free_all(headers_);
+    // etcd's "require leader": a member cut off from the others ends the
+    // watch (and refuses requests) instead of answering from a stale state.
+    headers_ = curl_slist_append(nullptr, "Grpc-Metadata-Hasleader: true");
+    headers_ = curl_slist_append(headers_, "Content-Type: application/json");
+    if (!token_.empty()) headers_ = curl_slist_append(headers_, ("Authorization: " + token_).c_str());
   }
   /// etcd's words: {"error": "...", "message": "..."} from a call, or
   /// {"error": {"message": "...", ...}} from a stream (keepalive, watch).
@@ -618,7 +687,12 @@ class etcd_client final : public client {
   /// One request: tried at each endpoint in turn until one answers.
   bool call(const std::string& path, const json& body, json& reply, std::string& error) {
     try {
-      return call_once(path, body, reply, error);
+      if (!logged_in(error)) return false;
+      if (call_once(path, body, reply, error)) return true;
+      // A token etcd no longer takes (expired, or etcd restarted): log in again, once.
+      if (c_.user.empty() || !token_refused(error)) return false;
+      set_token({});
+      return logged_in(error) && call_once(path, body, reply, error);
     } catch (const std::exception& e) {
       return fail("etcd answered " + path + " with what I cannot read: " + e.what(), error);
     }
@@ -660,13 +734,7 @@ class etcd_client final : public client {
         }
         if (auth_refusal(msg)) {
           access_refused_ = true;
-          return fail("etcd at " + ep + ": " + msg +
-                          "; etcd has authentication on (etcdctl auth enable), and tfbarrier does not log in to "
-                          "etcd: it sends no user name and password, and etcd takes no user from a client "
-                          "certificate through its JSON gateway, which tfbarrier speaks. Give the job a prefix "
-                          "in an etcd without auth: every input carries an HMAC with the job's key (a shared "
-                          "--secret-file, or MUNGE; docs/store.md, \"Authorization\")",
-                      error);
+          return fail("etcd at " + ep + ": " + msg + "; " + refusal_hint(msg), error);
         }
         return fail("etcd at " + ep + ": " + (msg.empty() ? "HTTP " + std::to_string(status) : msg), error);
       }
@@ -682,6 +750,8 @@ class etcd_client final : public client {
   CURL* probe_ = nullptr;
   bool probing_ = false;    ///< probe_ is in m_
   curl_slist* headers_ = nullptr;
+  std::string token_;  ///< from /v3/auth/authenticate, when a user is given
+  bool logged_in_ = false;  ///< token_ is etcd's answer (none: etcd has no auth)
   std::size_t current_ = 0;
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> interrupted_{false};

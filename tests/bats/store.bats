@@ -884,20 +884,108 @@ forgotten_within() {
   assert_output --partial "a TLS etcd also needs --store-ca, --store-cert and --store-key"
 }
 
-@test "an etcd with authentication on (etcdctl auth enable): exit 77, saying that tfbarrier does not log in and what to do" {
-  local ep
+# ---- etcd's own authentication (issue #31 item 9; docs/store.md, "Authorization") ---------------
+# A separate 1-member etcd with auth on: root, and a user job1 whose role may
+# read and write /job/ only. Stopped by teardown.
+
+# auth_etcd: starts it; sets AEP (its endpoint) and PW (job1's password file, mode 600).
+auth_etcd() {
   AUTH_ETCD_DIR=$BATS_TEST_TMPDIR/etcd-auth  # stopped by teardown
-  ep=$("$BATS_TEST_DIRNAME/../tools/etcd-cluster" start "$AUTH_ETCD_DIR" 1 | tail -n 1)
-  actl() { ETCDCTL_API=3 etcdctl --endpoints="$ep" "$@"; }
+  AEP=$("$BATS_TEST_DIRNAME/../tools/etcd-cluster" start "$AUTH_ETCD_DIR" 1 | tail -n 1)
+  [ -n "$AEP" ]
   actl user add root:rootpw >/dev/null
   actl user grant-role root root >/dev/null
   actl role add job >/dev/null
-  actl role grant-permission job --prefix=true readwrite /job >/dev/null
+  actl role grant-permission job --prefix=true readwrite /job/ >/dev/null
+  actl user add job1:Job1-s3cret-pw >/dev/null
+  actl user grant-role job1 job >/dev/null
   actl auth enable >/dev/null
-  run -77 timeout 30 "$TFB" serve --listen 127.0.0.1:0 --store "etcd://${ep#http://}/job"
+  PW=$BATS_TEST_TMPDIR/etcd-password
+  (umask 077 && printf 'Job1-s3cret-pw\n' >"$PW")
+}
+actl() { ETCDCTL_API=3 etcdctl --endpoints="$AEP" "$@"; }
+
+@test "etcd with auth on: hosts logged in as a user whose role has only the job's prefix share a round; the role's limits hold" {
+  auth_etcd
+  STORE="etcd://${AEP#http://}/job"
+  store_host 0 --store-user job1 --store-password-file "$PW"
+  store_host 1 --store-user job1 --store-password-file "$PW"
+  # The environment, as a self-started host has it.
+  TFBARRIER_STORE_USER=job1 TFBARRIER_STORE_PASSWORD_FILE=$PW store_host 2
+  on 0 w0 --name au --n 3 --rank 0
+  on 1 w1 --name au --n 3 --rank 1
+  arrived_on 2 au 2
+  on 2 w2 --name au --n 3 --rank 2
+  expect_exits 0 w0 w1 w2
+  # What the hosts wrote is under /job/, as job1.
+  run -0 actl --user root:rootpw get --prefix /job/ --keys-only
+  assert_output --partial "/job/host/"
+  # The same user cannot write outside its prefix, nor can anyone without logging in.
+  run ! actl --user job1:Job1-s3cret-pw put /other/x y
+  assert_output --partial "permission denied"
+  run ! actl put /job/x y
+  assert_output --partial "user name is empty"
+  # A host given a prefix outside the role: refused (77), and what to do.
+  run -77 timeout 30 "$TFB" serve --listen 127.0.0.1:0 --store "etcd://${AEP#http://}/other" --store-user job1 \
+    --store-password-file "$PW"
+  assert_output --partial "permission denied"
+  assert_output --partial "etcd user job1 may not do that: its role must have readwrite on the prefix of --store"
+  # The password is in no log, no error and on no command line.
+  refute_output --partial "Job1-s3cret-pw"
+  run ! grep -q "Job1-s3cret-pw" "$HOST_LOG"
+  run ! grep -q "Job1-s3cret-pw" "/proc/${STORE_PID[0]}/cmdline"
+  grep -q -- "--store-password-file" "/proc/${STORE_PID[0]}/cmdline"
+  # etcd's token expires (simple tokens: --auth-token-ttl) or goes with a restart: the hosts log in again.
+  "$BATS_TEST_DIRNAME/../tools/etcd-cluster" kill "$AUTH_ETCD_DIR" 0
+  ETCDCTL_USER=root:rootpw "$BATS_TEST_DIRNAME/../tools/etcd-cluster" restart "$AUTH_ETCD_DIR" 0  # its health check logs in
+  on 0 v0 --name au2 --n 3 --rank 0
+  on 1 v1 --name au2 --n 3 --rank 1
+  on 2 v2 --name au2 --n 3 --rank 2
+  expect_exits 0 v0 v1 v2
+}
+
+@test "etcd with auth on: no user given, a wrong password, or a password file others can read: exit 77, what happened and what to do" {
+  auth_etcd
+  local store="etcd://${AEP#http://}/job"
+  run -77 timeout 30 "$TFB" serve --listen 127.0.0.1:0 --store "$store"
   assert_output --partial "etcdserver: user name is empty"
-  assert_output --partial "etcd has authentication on (etcdctl auth enable), and tfbarrier does not log in to etcd"
-  assert_output --partial "every input carries an HMAC with the job"
+  assert_output --partial "etcd has authentication on (etcdctl auth enable), and no etcd user was given"
+  assert_output --partial "--store-user NAME and --store-password-file FILE (TFBARRIER_STORE_USER, TFBARRIER_STORE_PASSWORD_FILE)"
+  (umask 077 && printf 'wrong-pw' >"$BATS_TEST_TMPDIR/wrong")
+  run -77 timeout 30 "$TFB" serve --listen 127.0.0.1:0 --store "$store" --store-user job1 \
+    --store-password-file "$BATS_TEST_TMPDIR/wrong"
+  assert_output --partial "authentication failed"
+  assert_output --partial "etcd refused the user name job1 and the password of --store-password-file: check both"
+  refute_output --partial "wrong-pw"
+  chmod 644 "$PW"
+  run -77 timeout 30 "$TFB" serve --listen 127.0.0.1:0 --store "$store" --store-user job1 --store-password-file "$PW"
+  assert_output --partial "--store-password-file $PW can be read or changed by others (mode 0644)"
+  assert_output --partial "chmod 600 $PW"
+  run -2 timeout 30 "$TFB" serve --listen 127.0.0.1:0 --store "$store" --store-user job1
+  assert_output --partial "--store-user and --store-password-file go together"
+}
+
+# Without etcd's auth, anyone who reaches etcd can write under the prefix. A
+# presence key put without a lease would never expire: it counts for nothing.
+@test "a presence key put without a lease (etcdctl put) counts for nothing: each host reports it once, and its delete ends no host" {
+  store_host 0
+  store_host 1
+  local pre value forged
+  pre=$(prefix_of_store)
+  value=$(ctl get "$pre/host/$(uname -n):${STORE_PORT[0]}" --print-value-only)
+  [ -n "$value" ]
+  forged="$pre/host/forged:1"
+  printf '%s' "$value" | etcd_put "$forged"
+  wait_for_match "$HOST_LOG" "warning: store: $forged was put without a lease, so it would never expire: ignored" 10
+  ctl del "$forged" >/dev/null
+  on 0 w0 --name nl --n 2 --rank 0
+  on 1 w1 --name nl --n 2 --rank 1
+  expect_exits 0 w0 w1
+  sleep 1
+  # No host took its delete for the end of a host: no gone key for it.
+  run -0 ctl get --prefix "$pre/gone/" --keys-only
+  refute_output --partial "forged:1"
+  [ "$(grep -c "$forged was put without a lease" "$HOST_LOG")" = 2 ]
 }
 
 # ---- TLS: a 3-member etcd that serves https only and wants client certificates -------------------

@@ -31,6 +31,7 @@ struct sim_etcd {
   std::map<std::string, kv> keys;
   std::vector<event> log;
   std::map<std::string, std::map<std::int64_t, std::string>> first;  ///< key -> create_revision -> first value
+  std::map<std::string, std::map<std::int64_t, std::int64_t>> first_lease;  ///< key -> create_revision -> its lease
 
   std::int64_t put(const std::string& k, const std::string& v, std::int64_t lease = 0) {
     ++rev;
@@ -40,6 +41,7 @@ struct sim_etcd {
     kv now{k, v, it == keys.end() ? rev : prev.create_revision, rev, it == keys.end() ? 1 : prev.version + 1, lease};
     keys[k] = now;
     if (now.version == 1) first[k][rev] = v;
+    if (now.version == 1) first_lease[k][rev] = lease;
     log.push_back(event{event::type::put, now, prev});
     return rev;
   }
@@ -68,6 +70,7 @@ struct sim_etcd {
     for (auto& [k, v] : m) {
       kv x = v;
       if (x.version > 1) x.value = first.at(k).at(x.create_revision);
+      if (x.version > 1) x.lease = first_lease.at(k).at(x.create_revision);
       out.push_back(x);
     }
     return out;
@@ -135,6 +138,66 @@ struct two_hosts {
     feed();
   }
 };
+
+std::size_t count_of(const std::vector<action>& acts, action::kind what, const std::string& text = {}) {
+  return static_cast<std::size_t>(std::count_if(acts.begin(), acts.end(), [&](const action& a) {
+    return a.what == what && a.text.find(text) != std::string::npos;
+  }));
+}
+
+// Issue #31 item 9: a presence key put by someone else, without a lease,
+// would never expire; it counts for nothing, on the watch and in catch-up
+// alike, and is reported once.
+TEST(Follower, APresenceKeyWithoutALeaseIsIgnoredAndReportedOnce) {
+  two_hosts t;
+  std::string forged = keys.host("C:1");
+  std::int64_t at = t.etcd.put(forged, presence{state_machine_version, "c", "z:1", 3}.format());  // lease 0
+  std::vector<event> evs(t.etcd.log.end() - 1, t.etcd.log.end());
+  auto acts = t.a.f.on_events(evs);
+  EXPECT_EQ(count_of(acts, action::kind::warn, forged + " was put without a lease"), 1u);
+  EXPECT_EQ(t.a.r.incarnation_of("C:1"), 0);
+  EXPECT_FALSE(t.a.r.present("C:1", at));
+  // Seen again (a watch resumed from before it): not reported again.
+  EXPECT_EQ(count_of(t.a.f.on_events(evs), action::kind::warn), 0u);
+  t.fed = t.etcd.log.size();
+  t.b.f.on_events(evs);
+  // Deleted: it ended nothing, since it counted for nothing.
+  t.etcd.del(forged);
+  std::vector<event> del(t.etcd.log.end() - 1, t.etcd.log.end());
+  EXPECT_EQ(count_of(t.a.f.on_events(del), action::kind::mark_gone), 0u);
+  // A host that catches up while the key is there does the same.
+  t.etcd.put(forged, presence{state_machine_version, "c", "z:1", 3}.format());
+  sim_host late{keys, "D:1", &secret};
+  catch_up cu;
+  std::vector<kv> all = t.etcd.range_at(t.etcd.rev);
+  catch_up_events(keys, all, &secret, cu);
+  cu.revision = t.etcd.rev;
+  auto late_acts = late.f.on_catch_up(cu);
+  EXPECT_EQ(count_of(late_acts, action::kind::warn, "was put without a lease"), 1u);
+  EXPECT_EQ(late.r.incarnation_of("C:1"), 0);
+  EXPECT_EQ(late.r.incarnation_of("A:1"), t.inc_a);
+  EXPECT_EQ(count_of(late_acts, action::kind::mark_gone), 0u);
+  for (const auto& k : cu.live) EXPECT_NE(k.key, forged);
+}
+
+// A host's own presence put again without its lease would not go with it:
+// the host registers again (fenced); the others say so.
+TEST(Follower, APresencePutAgainWithoutItsLeaseMakesItsHostRegisterAgain) {
+  two_hosts t;
+  std::string a_key = keys.host("A:1");
+  t.etcd.put(a_key, t.etcd.keys.at(a_key).value);  // same bytes, lease 0: `etcdctl put` of what it read
+  std::vector<event> evs(t.etcd.log.end() - 1, t.etcd.log.end());
+  auto on_a = t.a.f.on_events(evs);
+  auto on_b = t.b.f.on_events(evs);
+  EXPECT_EQ(count_of(on_a, action::kind::fenced, "put again without its lease"), 1u);
+  EXPECT_EQ(count_of(on_a, action::kind::warn, "this host registers again"), 1u);
+  EXPECT_EQ(count_of(on_b, action::kind::fenced), 0u);
+  EXPECT_EQ(count_of(on_b, action::kind::warn, "was put again without its lease"), 1u);
+  // Put again with its lease (etcdctl put --ignore-lease): only the first version counts, as before.
+  t.etcd.put(keys.host("B:1"), t.etcd.keys.at(keys.host("B:1")).value, 8);
+  std::vector<event> again(t.etcd.log.end() - 1, t.etcd.log.end());
+  EXPECT_EQ(count_of(t.b.f.on_events(again), action::kind::fenced), 0u);
+}
 
 TEST(Follower, OneHostKeepsTimeOnItsOwnClockAndNoInputsTimeForgetsABarrier) {
   two_hosts t;

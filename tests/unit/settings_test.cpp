@@ -1108,8 +1108,10 @@ TEST(Json, AllKeysAndSources) {
   EXPECT_EQ(j["source"]["node"], "env:SLURMD_NODENAME");
   EXPECT_TRUE(j["store"].is_null());
   EXPECT_EQ(j["source"]["store"], "default");
-  EXPECT_EQ(j.size(), 14u);
-  EXPECT_EQ(j["source"].size(), 8u);
+  EXPECT_TRUE(j["store_user"].is_null());  // issue #31 item 9: the etcd user, never its password
+  EXPECT_EQ(j["source"]["store_user"], "default");
+  EXPECT_EQ(j.size(), 15u);
+  EXPECT_EQ(j["source"].size(), 9u);
 }
 
 TEST(Json, UnsetValuesAreNull) {
@@ -1175,6 +1177,25 @@ TEST(Store, TfbarrierStoreIsShownWithItsSource) {
   EXPECT_EQ(s.store.value, "etcd://10.0.0.1:2379/jobs");
   EXPECT_EQ(s.store.source, "env:TFBARRIER_STORE");
   EXPECT_CONTAINS(settings_to_text(s), "store           etcd://10.0.0.1:2379/jobs  (env:TFBARRIER_STORE)\n");
+}
+
+TEST(Store, TheEtcdUserIsShownAndNeverItsPassword) {  // issue #31 item 9
+  auto env = slurm_step();
+  env["TFBARRIER_STORE"] = "etcd://10.0.0.1:2379/jobs";
+  env["TFBARRIER_STORE_USER"] = "job42";
+  env["TFBARRIER_STORE_PASSWORD_FILE"] = "/home/u/.etcd-pw";
+  auto s = ok(env);
+  EXPECT_EQ(s.store_user.value, "job42");
+  EXPECT_EQ(s.store_user.source, "env:TFBARRIER_STORE_USER");
+  std::string text = settings_to_text(s);
+  EXPECT_CONTAINS(text, "store_user      job42");
+  EXPECT_CONTAINS(text, "(env:TFBARRIER_STORE_USER)\n");
+  auto j = nlohmann::json::parse(settings_to_json(s));
+  EXPECT_EQ(j["store_user"], "job42");
+  EXPECT_EQ(j["source"]["store_user"], "env:TFBARRIER_STORE_USER");
+  // Without one: no line, and null in JSON.
+  EXPECT_EQ(settings_to_text(ok(slurm_step())).find("store_user"), std::string::npos);
+  EXPECT_TRUE(nlohmann::json::parse(settings_to_json(ok(slurm_step())))["store_user"].is_null());
 }
 
 TEST(Text, UnsetValuesAndWarnings) {
