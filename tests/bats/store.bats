@@ -393,8 +393,8 @@ a_follower() { echo $((($("$BATS_TEST_DIRNAME/../tools/etcd-cluster" leader "$ET
   # Another tenant writes; the prefix stays quiet; then it compacts.
   local i rev
   for i in $(seq 30); do ctl put /other-tenant/k "$i" >/dev/null; done
-  sleep 1.5  # progress notifications (every 500 ms) reach the hosts
   rev=$(ctl get / --prefix --keys-only -w json | python3 -c 'import json,sys; print(json.load(sys.stdin)["header"]["revision"])')
+  sleep 3  # progress notifications (every 500 ms) reach the hosts, under load too
   ctl compact "$rev" >/dev/null
   # Host 1's watch breaks: its member is killed, then started again.
   "$BATS_TEST_DIRNAME/../tools/etcd-cluster" kill "$ETCD_DIR" "$f"

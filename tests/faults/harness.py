@@ -17,6 +17,8 @@ faults are then the store's:
              etcd_rolling       restart the three etcd members one by one (kill -9, 0.3-1 s, restart, healthy)
              etcd_freeze        SIGSTOP one etcd member (the leader one time in three) for 0.5-4 s, then SIGCONT:
                                 it holds its connections and answers nothing (issue #31 item 7)
+With --etcd-auth, etcd has authentication on and the hosts log in as a user
+whose role may read and write the job's prefix only.
 etcd runs with progress notifications every 500 ms and compacts its history
 every minute (auto-compaction, periodic 1m), as docs/store.md's recipe asks.
 A death is hidden from the others until the fault that covered it ends plus
@@ -294,6 +296,8 @@ class Host:
         a = [self.h.bin, "serve", "--listen", listen]
         if self.h.store:
             a += ["--store", self.h.store, "--store-lease", self.h.args.store_lease]
+            if self.h.args.etcd_auth:
+                a += ["--store-user", "job", "--store-password-file", self.h.etcd_password]
         if self.h.state_dir:
             a += ["--state-dir", self.h.state_dir]
         if self.h.secret:
@@ -753,8 +757,26 @@ class Harness:
     def start_store(self):
         os.environ["ETCD_EXTRA"] = self.ETCD_EXTRA  # for start, and restart after a kill
         eps = self.etcd("start", self.etcd_dir, "3").splitlines()[-1]
-        self.store = "etcd://%s/faults-%d" % (eps.replace("http://", ""), self.args.seed)
+        prefix = "faults-%d" % self.args.seed
+        self.store = "etcd://%s/%s" % (eps.replace("http://", ""), prefix)
         self.note("etcd at %s" % eps)
+        if self.args.etcd_auth:
+            # etcd's own access control (issue #31 item 9): a user whose role
+            # may read and write the job's prefix only; root for the tools.
+            ctl = ["etcdctl", "--endpoints=" + eps]
+            env = dict(os.environ, ETCDCTL_API="3")
+            for cmd in (["user", "add", "root:rootpw"], ["user", "grant-role", "root", "root"],
+                        ["role", "add", "job"], ["role", "grant-permission", "job", "--prefix=true", "readwrite",
+                                                 "/" + prefix + "/"],
+                        ["user", "add", "job:Job-pw-%d" % self.args.seed], ["user", "grant-role", "job", "job"],
+                        ["auth", "enable"]):
+                subprocess.run(ctl + cmd, env=env, check=True, stdout=subprocess.DEVNULL)
+            os.environ["ETCDCTL_USER"] = "root:rootpw"  # etcd-cluster's health checks log in
+            self.etcd_password = os.path.join(self.workdir, "etcd-password")
+            fd = os.open(self.etcd_password, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            os.write(fd, ("Job-pw-%d\n" % self.args.seed).encode())
+            os.close(fd)
+            self.note("etcd auth on: user job, role readwrite /%s/" % prefix)
 
     def stop_store(self):
         if os.path.isdir(self.etcd_dir):
@@ -1110,6 +1132,8 @@ def main():
                     "(tests/tools/etcd-cluster); store faults (see above)")
     ap.add_argument("--skew", default=None, metavar="OFFSET",
                     help="store mode: host 1's wall clock off by OFFSET (libfaketime, e.g. +1h or -1h)")
+    ap.add_argument("--etcd-auth", action="store_true", help="store mode: etcd with authentication on, the hosts "
+                    "logged in as a user whose role has only the job's prefix (issue #31 item 9)")
     ap.add_argument("--store-lease", default="2s", help="the hosts' --store-lease in store mode (default 2s)")
     ap.add_argument("--no-state-dir", action="store_true", help="run the host without --state-dir (shows what a "
                     "crash loses: expect violations)")
