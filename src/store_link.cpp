@@ -47,6 +47,11 @@ std::thread quiet_thread(F f) {
   return t;
 }
 
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 /// The directory of this binary, "" when /proc does not say.
 std::string binary_dir() {
   char buf[4096];
@@ -359,6 +364,7 @@ bool link::check_versions(client& c, std::string& error) {
 }
 
 bool link::register_self(client& c, std::int64_t& lease, std::int64_t& inc, std::string& error) {
+  std::int64_t asked = steady_ns();  // etcd starts the lease's TTL after this
   if (!c.grant(s_.lease.count(), lease, error)) return false;
   std::string key = s_.keys.host(s_.self);
   for (int attempt = 0; attempt < 5; ++attempt) {
@@ -369,6 +375,8 @@ bool link::register_self(client& c, std::int64_t& lease, std::int64_t& inc, std:
     if (!c.txn({absent}, {put}, {read}, r, error)) return false;
     if (r.succeeded) {
       inc = r.revision;
+      renewed_at_ = asked;
+      renew_failed_ = false;
       return true;
     }
     // A presence of this node and port is left from a host that died here
@@ -384,8 +392,18 @@ bool link::register_self(client& c, std::int64_t& lease, std::int64_t& inc, std:
 }
 
 bool link::start(std::string& error) {
-  auto make = [&](std::unique_ptr<client>& c) { return (c = load_client(s_.client, error)) != nullptr; };
-  if (!make(writer_c_) || !make(keeper_c_) || !make(watcher_c_) || !make(janitor_c_)) return false;
+  auto make = [&](std::unique_ptr<client>& c, const client_config& cc) {
+    return (c = load_client(cc, error)) != nullptr;
+  };
+  // The keeper asks often, and gives each member a quarter of the lease: a
+  // member that hangs must not hold a renewal past the renew deadline (two
+  // thirds of the lease) before the next member is asked.
+  client_config keeper = s_.client;
+  keeper.timeout = std::max<std::chrono::milliseconds>(std::chrono::milliseconds(s_.lease) / 4,
+                                                       std::chrono::milliseconds(250));
+  if (!make(writer_c_, s_.client) || !make(keeper_c_, keeper) || !make(watcher_c_, s_.client) ||
+      !make(janitor_c_, s_.client))
+    return false;
   std::int64_t lease = 0, inc = 0;
   if (!ensure_origin(*writer_c_, error) || !check_versions(*writer_c_, error) ||
       !register_self(*writer_c_, lease, inc, error)) {
@@ -447,6 +465,7 @@ void link::reregister() {
     queue_.clear();
     reregister_ = true;
   }
+  abandoned_lease_ = lease_.load();  // the keeper renews it no more (it would keep the old presence alive)
   cv_.notify_all();
   // A host fenced because it was cut off from etcd may watch through a
   // connection that outlived the cut, and get nothing on it until TCP
@@ -507,6 +526,12 @@ bool link::write_batch(client& c, const std::string& value, std::uint64_t seq, s
         log(fmt::format("warning: cannot write to the store, retrying every {} ms: {}", retry_every.count(), error));
     }
     if (!sleep_for(retry_every)) return true;
+    // Fenced meanwhile (etcd said the lease is gone, or this host could not
+    // renew it within its renew deadline): this batch is the old
+    // incarnation's, whose participants were closed. Written late, it would
+    // act for a host that stopped acting: drop it, and register again.
+    std::lock_guard lk(m_);
+    if (reregister_) return true;
   }
 }
 
@@ -555,17 +580,34 @@ void link::writer_loop() {
   }
 }
 
+bool link::renew_overdue(std::chrono::steady_clock::duration deadline) const {
+  std::int64_t now = steady_ns(), since = renewing_since_;
+  auto d = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline).count();
+  if (now - renewed_at_ <= d) return false;
+  return renew_failed_ || (since != 0 && now - since > d / 3);
+}
+
 void link::keeper_loop() {
-  auto every = std::max<std::chrono::milliseconds>(std::chrono::milliseconds(s_.lease) / 3, std::chrono::milliseconds(100));
+  // Six times a lease: a renewal that fails is tried again well before the
+  // renew deadline (host.cpp, on_renew_overdue).
+  auto every = std::max<std::chrono::milliseconds>(std::chrono::milliseconds(s_.lease) / 6, std::chrono::milliseconds(100));
   std::int64_t fenced_lease = 0;
   while (sleep_for(every)) {
     std::int64_t lease = lease_, ttl = 0;
-    if (lease == fenced_lease) continue;  // waiting for the writer to register again
+    if (lease == fenced_lease || lease == abandoned_lease_) continue;  // waiting for the writer to register again
     std::string error;
-    if (!keeper_c_->keepalive(lease, ttl, error)) {
+    std::int64_t asked = steady_ns();
+    renewing_since_ = asked;
+    bool renewed = keeper_c_->keepalive(lease, ttl, error);
+    renewing_since_ = 0;
+    if (lease != lease_) continue;  // registered again meanwhile: this was the old lease
+    if (!renewed) {
+      renew_failed_ = true;
       log(fmt::format("warning: cannot renew the store lease, retrying: {}", error));
       continue;
     }
+    renew_failed_ = false;
+    if (ttl > 0) renewed_at_ = asked;
     if (ttl == 0) {
       fenced_lease = lease;
       std::string why = fmt::format("this host's store lease expired (not renewed within {}s: was it stopped, or cut "
