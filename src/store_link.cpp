@@ -497,6 +497,14 @@ bool link::write_batch(client& c, const std::string& value, std::uint64_t seq, s
   std::string host = s_.keys.host(s_.self);
   unsigned failures = 0;
   for (;;) {
+    {
+      // Fenced (etcd said the lease is gone, or this host could not renew it
+      // within its renew deadline): this batch is the old incarnation's,
+      // whose participants were closed. Written late, it would act for a
+      // host that stopped acting: drop it, and register again.
+      std::lock_guard lk(m_);
+      if (reregister_) return true;
+    }
     std::int64_t inc = inc_;
     std::string key = s_.keys.input(s_.self, inc, seq);
     // Fenced on the presence of this very incarnation; written once (a retry
@@ -526,12 +534,6 @@ bool link::write_batch(client& c, const std::string& value, std::uint64_t seq, s
         log(fmt::format("warning: cannot write to the store, retrying every {} ms: {}", retry_every.count(), error));
     }
     if (!sleep_for(retry_every)) return true;
-    // Fenced meanwhile (etcd said the lease is gone, or this host could not
-    // renew it within its renew deadline): this batch is the old
-    // incarnation's, whose participants were closed. Written late, it would
-    // act for a host that stopped acting: drop it, and register again.
-    std::lock_guard lk(m_);
-    if (reregister_) return true;
   }
 }
 
