@@ -598,7 +598,9 @@ constexpr duration leave_grace = 2s;
 /// end at once; else send the withdrawal and give the host leave_grace to
 /// answer it (one that has stopped answering, frozen or behind a dead link,
 /// must not keep us past the timeout for long). The reply to the withdrawal
-/// ends the call: the caller's reply handler sees it while firing().
+/// ends the call: the caller's reply handler sees it while firing(). For
+/// wait, only that reply (LEFT) says the participant is counted no more:
+/// the other two ends exit 75, never 124 (issue #31 item 5).
 class call_timeout {
  public:
   explicit call_timeout(engine& e) : e_(e) {}
@@ -648,18 +650,19 @@ class waiter {
     if (o_.timeout) {
       timeout_.arm(
           *o_.timeout, [this] { return withdrawal(); },
+          // No LEFT: the host may still count this participant (its LEAVE
+          // never went out, or was not applied: a host cut off from its
+          // store cannot write it), and release the others with it. It
+          // must not exit with the code of a withdrawal (124).
           [this] {
-            return outcome{exit_code::timed_out, "",
-                           fmt::format("timed out after {} waiting at barrier {} (round {}) while reconnecting to "
-                                       "the host at {}",
-                                       format_duration(*o_.timeout), name_, gen_, e_.addr())};
+            return unconfirmed(fmt::format("while reconnecting to the host at {}, so the withdrawal could not be "
+                                           "sent",
+                                           e_.addr()));
           },
           [this] {
-            return outcome{exit_code::timed_out, "",
-                           fmt::format("timed out after {} waiting at barrier {} (round {}); the host at {} did not "
-                                       "answer the withdrawal within {}",
-                                       format_duration(*o_.timeout), name_, gen_, e_.addr(),
-                                       format_duration(leave_grace))};
+            return unconfirmed(fmt::format("the host at {} did not confirm the withdrawal within {} (it may be cut "
+                                           "off from its store, or have stopped answering)",
+                                           e_.addr(), format_duration(leave_grace)));
           });
     }
     if (o_.progress_every && o_.on_progress) schedule_progress();
@@ -695,6 +698,18 @@ class waiter {
   duration elapsed() const { return std::chrono::duration_cast<duration>(clock::now() - start_); }
 
  private:
+  /// The timeout passed and no LEFT confirmed the withdrawal: exit 75.
+  outcome unconfirmed(const std::string& why) const {
+    std::string text = fmt::format("timed out after {} waiting at barrier {} (round {}), {}: this participant may "
+                                   "still be counted in the round, and the others released with it (exit {}, not "
+                                   "{}). Treat its outcome as unknown: `tfbarrier status --name {}` shows whom the "
+                                   "round counts",
+                                   format_duration(*o_.timeout), name_, gen_, why, exit_code::unconfirmed,
+                                   exit_code::timed_out, name_);
+    if (last_) text += "; the host's last status: " + arrived_text(*last_);
+    return outcome{exit_code::unconfirmed, "", text};
+  }
+
   /// STATUS first, for the timeout's message; the host answers a LEAVE at once.
   std::string withdrawal() const {
     return proto::format_request(proto::status_req{scope_, name_, true}) + proto::format_request(proto::leave{"timeout"});

@@ -11,6 +11,9 @@ inline constexpr int aborted = 3;            ///< the round was aborted (tfbarri
 inline constexpr int conflict = 4;           ///< n, rank, chief or verdict conflicts with the round
 inline constexpr int unreachable = 69;       ///< host unreachable, or lost while waiting (EX_UNAVAILABLE)
 inline constexpr int protocol = 70;          ///< protocol or internal error (EX_SOFTWARE)
+/// --timeout passed, and the host did not confirm the withdrawal (no LEFT):
+/// this participant may still be counted in the round (EX_TEMPFAIL).
+inline constexpr int unconfirmed = 75;
 inline constexpr int auth = 77;              ///< authentication failed (EX_NOPERM)
 inline constexpr int timed_out = 124;        ///< --timeout passed before release (as timeout(1))
 inline constexpr int interrupted_int = 130;  ///< SIGINT
@@ -31,6 +34,7 @@ inline constexpr exit_code_row exit_code_table[] = {
     {exit_code::conflict, "conflict: n, rank, chief or verdict disagrees with the round"},
     {exit_code::unreachable, "host unreachable, or lost while waiting"},
     {exit_code::protocol, "protocol or internal error"},
+    {exit_code::unconfirmed, "timed out, but the withdrawal was not confirmed: may still be counted"},
     {exit_code::auth, "authentication failed"},
     {exit_code::timed_out, "timed out (--timeout)"},
     {exit_code::interrupted_int, "interrupted by SIGINT"},

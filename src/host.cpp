@@ -493,6 +493,7 @@ class server {
     prune_timer_.cancel();
     idle_timer_.cancel();
     signals_.cancel();
+    renew_timer_.cancel();
   }
 
   asio::io_context& io_;
@@ -514,6 +515,9 @@ class server {
   bool open_store(std::string& error);
   void on_store_events(const std::vector<store::event>& evs);
   void on_fenced(const std::string& why);
+  /// Every renew_check_every: has the lease gone unrenewed past the renew deadline?
+  void watch_renewals();
+  void on_renew_overdue();
   void on_catch_up(store::link::catch_up cu);
   void act(std::vector<store::action> acts);
   void check_caught_up();
@@ -539,6 +543,12 @@ class server {
   store::layout keys_;
   std::string self_key_;
   std::int64_t registering_ = 0;  ///< the incarnation registered, until its presence is applied
+  /// Two thirds of --store-lease: a host that could not renew its lease for
+  /// that long stops acting for the store (on_renew_overdue), before etcd
+  /// may expire the lease (docs/store.md, "Honest outcomes").
+  duration renew_deadline_ = opts_.store_lease * 2 / 3;
+  asio::steady_timer renew_timer_{io_};
+  std::chrono::steady_clock::time_point renew_checked_{}, renew_grace_until_{};
   bool caught_up_ = false, refencing_ = false, store_refused_ = false, store_settings_refused_ = false;
   bool snapshot_pending_ = false;
   duration forget_after_ = opts_.forget_after;  ///< with a store, the store's (its origin record)
@@ -925,6 +935,7 @@ bool server::open_store(std::string& error) {
   ls.self = self_key_;
   ls.me = store::presence{store::state_machine_version, opts_.node, address_, static_cast<std::uint32_t>(getpid())};
   ls.lease = std::chrono::duration_cast<std::chrono::seconds>(opts_.store_lease);
+  renew_deadline_ = std::chrono::duration_cast<duration>(ls.lease) * 2 / 3;  // of the lease etcd is asked for
   // A request that hangs (a member that lost its leader) must not outlast the lease: try the next member.
   ls.client.timeout = std::clamp<std::chrono::milliseconds>(std::chrono::milliseconds(ls.lease) / 3, std::chrono::seconds(1), std::chrono::seconds(5));
   store_secret_ = opts_.secret;
@@ -980,7 +991,67 @@ bool server::open_store(std::string& error) {
                                       : "MACed with the shared secret"));
   link_door_ = std::make_unique<store::link_door>(*link_);
   door_ = link_door_.get();
+  watch_renewals();
   return true;
+}
+
+void server::watch_renewals() {
+  auto every = std::max<duration>(renew_deadline_ / 20, 50ms);
+  renew_timer_.expires_after(every);
+  renew_timer_.async_wait([this, every](asio::error_code ec) {
+    if (ec || stopping_ || !link_) return;
+    auto now = std::chrono::steady_clock::now();
+    // This process did not run for a while (SIGSTOP, a starved machine):
+    // its keeper gets a moment to renew, or to hear that the lease is gone,
+    // before a renewal under way since then counts as failing.
+    if (renew_checked_ != decltype(renew_checked_){} && now - renew_checked_ > 5 * every)
+      renew_grace_until_ = now + renew_deadline_ / 3;
+    renew_checked_ = now;
+    if (!refencing_ && now >= renew_grace_until_ && link_->renew_overdue(renew_deadline_)) on_renew_overdue();
+    watch_renewals();
+  });
+}
+
+// This host could not renew its lease for its renew deadline (etcd out of
+// reach from here: a cut link, a member gone): etcd may expire the lease at
+// any moment, and the others then withdraw its participants as lost. It
+// stops acting for the store: its participants are told why and closed
+// (they exit 69, "lost while waiting", not 124: their arrivals may still
+// count until the lease expires at etcd, or until this host registers
+// again, which ends the old presence), what it had not written is dropped,
+// and it registers again once etcd answers. Arrivals meanwhile wait for that.
+void server::on_renew_overdue() {
+  if (refencing_ || stopping_) return;
+  refencing_ = true;
+  replica_->set_incarnation(0);  // no reply of the old incarnation goes out now
+  duration lease = std::chrono::duration_cast<std::chrono::seconds>(opts_.store_lease);
+  std::string text = fmt::format(
+      "the host at {} lost etcd: it could not renew its store lease within its renew deadline ({}, two thirds of "
+      "--store-lease {}), so it stopped serving this participant; its arrival may still be counted until that lease "
+      "expires at etcd (within {}), and is then withdrawn as lost. Check the host's link to etcd, and run the "
+      "participant again (through this host once it has registered again, or another)",
+      address_, format_duration(renew_deadline_), format_duration(lease), format_duration(lease));
+  log(fmt::format("warning: store: could not renew the store lease within the renew deadline ({}, two thirds of "
+                  "--store-lease {}): stopping to act for the store, closing {} connections (their participants "
+                  "may be counted until the lease expires at etcd), and registering again once etcd answers",
+                  format_duration(renew_deadline_), format_duration(lease), sessions_.size()));
+  // A send may close its session, and take it out of sessions_, at once.
+  std::vector<std::shared_ptr<session>> all;
+  for (auto& [id, s] : sessions_) {
+    link_door_->settled(id);  // its departure is the old incarnation's end, not a batch of its own
+    all.push_back(s);
+  }
+  std::vector<std::weak_ptr<session>> told(all.begin(), all.end());
+  for (auto& s : all) s->send(proto::format_reply(proto::shutdown{text}), true);
+  all.clear();
+  link_->reregister();
+  // Bound the flush: a client that reads nothing must not stay.
+  auto t = std::make_shared<asio::steady_timer>(io_, 2s);
+  t->async_wait([t, told](asio::error_code ec) {
+    if (ec) return;
+    for (auto& w : told)
+      if (auto s = w.lock()) s->stop();
+  });
 }
 
 void server::on_store_events(const std::vector<store::event>& evs) {

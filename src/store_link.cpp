@@ -47,6 +47,11 @@ std::thread quiet_thread(F f) {
   return t;
 }
 
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 /// The directory of this binary, "" when /proc does not say.
 std::string binary_dir() {
   char buf[4096];
@@ -417,6 +422,7 @@ bool link::check_versions(client& c, std::string& error) {
 }
 
 bool link::register_self(client& c, std::int64_t& lease, std::int64_t& inc, std::string& error) {
+  std::int64_t asked = steady_ns();  // etcd starts the lease's TTL after this
   if (!c.grant(s_.lease.count(), lease, error)) return false;
   std::string key = s_.keys.host(s_.self);
   for (int attempt = 0; attempt < 5; ++attempt) {
@@ -427,6 +433,8 @@ bool link::register_self(client& c, std::int64_t& lease, std::int64_t& inc, std:
     if (!c.txn({absent}, {put}, {read}, r, error)) return false;
     if (r.succeeded) {
       inc = r.revision;
+      renewed_at_ = asked;
+      renew_failed_ = false;
       return true;
     }
     // A presence of this node and port is left from a host that died here
@@ -448,8 +456,18 @@ bool link::start(std::string& error) {
   std::uint64_t h = 14695981039346656037ull;
   for (unsigned char ch : s_.self) h = (h ^ ch) * 1099511628211ull;
   cfg.first = static_cast<std::size_t>(h % std::max<std::size_t>(1, cfg.endpoints.size()));
-  auto make = [&](std::unique_ptr<client>& c) { return (c = load_client(cfg, error)) != nullptr; };
-  if (!make(writer_c_) || !make(keeper_c_) || !make(watcher_c_) || !make(janitor_c_)) return false;
+  auto make = [&](std::unique_ptr<client>& c, const client_config& cc) {
+    return (c = load_client(cc, error)) != nullptr;
+  };
+  // The keeper asks often, and gives each member a quarter of the lease: a
+  // member that hangs must not hold a renewal past the renew deadline (two
+  // thirds of the lease) before the next member is asked.
+  client_config keeper = cfg;
+  keeper.timeout = std::max<std::chrono::milliseconds>(std::chrono::milliseconds(s_.lease) / 4,
+                                                       std::chrono::milliseconds(250));
+  keeper.attempt_timeout = std::min(keeper.attempt_timeout, keeper.timeout);
+  if (!make(writer_c_, cfg) || !make(keeper_c_, keeper) || !make(watcher_c_, cfg) || !make(janitor_c_, cfg))
+    return false;
   std::int64_t lease = 0, inc = 0;
   if (!ensure_origin(*writer_c_, error) || !check_versions(*writer_c_, error) ||
       !register_self(*writer_c_, lease, inc, error)) {
@@ -524,6 +542,7 @@ void link::reregister() {
     queue_.clear();
     reregister_ = true;
   }
+  abandoned_lease_ = lease_.load();  // the keeper renews it no more (it would keep the old presence alive)
   cv_.notify_all();
   // A host fenced because it was cut off from etcd may watch through a
   // connection that outlived the cut, and get nothing on it until TCP
@@ -555,6 +574,14 @@ bool link::write_batch(client& c, const std::string& value, std::uint64_t seq, s
   std::string host = s_.keys.host(s_.self);
   unsigned failures = 0;
   for (;;) {
+    {
+      // Fenced (etcd said the lease is gone, or this host could not renew it
+      // within its renew deadline): this batch is the old incarnation's,
+      // whose participants were closed. Written late, it would act for a
+      // host that stopped acting: drop it, and register again.
+      std::lock_guard lk(m_);
+      if (reregister_) return true;
+    }
     std::int64_t inc = inc_;
     std::string key = s_.keys.input(s_.self, inc, seq);
     // Fenced on the presence of this very incarnation; written once (a retry
@@ -636,17 +663,34 @@ void link::writer_loop() {
   }
 }
 
+bool link::renew_overdue(std::chrono::steady_clock::duration deadline) const {
+  std::int64_t now = steady_ns(), since = renewing_since_;
+  auto d = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline).count();
+  if (now - renewed_at_ <= d) return false;
+  return renew_failed_ || (since != 0 && now - since > d / 3);
+}
+
 void link::keeper_loop() {
-  auto every = std::max<std::chrono::milliseconds>(std::chrono::milliseconds(s_.lease) / 3, std::chrono::milliseconds(100));
+  // Six times a lease: a renewal that fails is tried again well before the
+  // renew deadline (host.cpp, on_renew_overdue).
+  auto every = std::max<std::chrono::milliseconds>(std::chrono::milliseconds(s_.lease) / 6, std::chrono::milliseconds(100));
   std::int64_t fenced_lease = 0;
   while (sleep_for(every)) {
     std::int64_t lease = lease_, ttl = 0;
-    if (lease == fenced_lease) continue;  // waiting for the writer to register again
+    if (lease == fenced_lease || lease == abandoned_lease_) continue;  // waiting for the writer to register again
     std::string error;
-    if (!keeper_c_->keepalive(lease, ttl, error)) {
+    std::int64_t asked = steady_ns();
+    renewing_since_ = asked;
+    bool renewed = keeper_c_->keepalive(lease, ttl, error);
+    renewing_since_ = 0;
+    if (lease != lease_) continue;  // registered again meanwhile: this was the old lease
+    if (!renewed) {
+      renew_failed_ = true;
       log(fmt::format("warning: cannot renew the store lease, retrying: {}", error));
       continue;
     }
+    renew_failed_ = false;
+    if (ttl > 0) renewed_at_ = asked;
     if (ttl == 0) {
       fenced_lease = lease;
       std::string why = fmt::format("this host's store lease expired (not renewed within {}s: was it stopped, or cut "

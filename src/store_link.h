@@ -112,8 +112,18 @@ class link {
   /// This host's state differs from the others': read the store again from
   /// its newest snapshot, as after a compacted revision (connections closed).
   void start_over();
-  /// After fenced: drop what is queued and register a new incarnation.
+  /// After fenced: drop what is queued (and a batch still being retried),
+  /// stop renewing the lease held now, and register a new incarnation.
   void reregister();
+  /// Whether this host has gone longer than `deadline` without renewing its
+  /// lease (since the request of the last renewal etcd granted, or since the
+  /// lease was granted) while its renewals fail: the last one failed, or one
+  /// has been under way for longer than a third of the deadline. Past it,
+  /// etcd may expire the lease at any moment, and the host must stop acting
+  /// on its own (docs/store.md, "Honest outcomes"). A host that was only
+  /// stopped (SIGSTOP) and renews at once when it runs again is not overdue:
+  /// etcd says whether its lease is gone. Thread-safe.
+  bool renew_overdue(std::chrono::steady_clock::duration deadline) const;
   /// Leaves the store: revokes the lease (the presence goes with it).
   void stop();
   std::int64_t origin_revision() const { return origin_rev_; }
@@ -172,6 +182,11 @@ class link {
   bool reregister_ = false;
   bool stopping_ = false;
   std::atomic<std::int64_t> lease_{0}, inc_{0};
+  // The keeper's renewals, for renew_overdue (steady_clock nanoseconds; 0: none).
+  std::atomic<std::int64_t> renewed_at_{0};     ///< when the last granted renewal (or the grant) was asked
+  std::atomic<std::int64_t> renewing_since_{0}; ///< a renewal under way since then
+  std::atomic<bool> renew_failed_{false};       ///< the last renewal failed (etcd out of reach)
+  std::atomic<std::int64_t> abandoned_lease_{0};  ///< given up by reregister: not renewed any more
   std::atomic<std::uint64_t> written_{0};
   std::int64_t origin_rev_ = 0;
   bool access_refused_ = false;

@@ -465,7 +465,8 @@ void define_serve_store(CLI::App* s, serve_options& serve, std::string& lease) {
       ->type_name("FILE");
   s->add_option("--store-lease", lease,
                 "Hold this host's presence in the store with a lease of DUR (default 10s, at least 2s): a host "
-                "gone for that long is lost, and its participants withdrawn")
+                "gone for that long is lost, and its participants withdrawn; one that cannot renew it for two "
+                "thirds of DUR closes its participants (exit 69) and registers again")
       ->envname("TFBARRIER_STORE_LEASE")
       ->check(duration_validator(std::chrono::seconds(2)));
   s->add_option("--store-snapshot-every", serve.store_snapshot_every,

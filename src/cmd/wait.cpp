@@ -92,8 +92,9 @@ command_parser define_wait(CLI::App& app) {
   add_counts(w, wait.n, wait.rank, "Participants in the round (default: from the launcher)",
              "This participant's rank, 0 to n-1 (default: from the launcher)");
   w->add_flag("--chief", wait.chief, "Arrive as the chief: return when all are present; the others wait for `decide`");
-  w->add_option("--timeout", v->timeout, "Withdraw and exit 124 when not released DUR after arriving (default: no timeout; "
-                "connecting is bounded by --connect-timeout)")
+  w->add_option("--timeout", v->timeout, "Withdraw and exit 124 when not released DUR after arriving; 75 when the host did not confirm the "
+                "withdrawal (this participant may still be counted) (default: no timeout; connecting is bounded by "
+                "--connect-timeout)")
       ->envname("TFBARRIER_TIMEOUT")
       ->check(duration_validator());
   w->add_option("--progress", v->progress,

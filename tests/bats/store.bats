@@ -190,6 +190,9 @@ arrived_on() {
 }
 
 @test "kill -9 of the etcd leader mid-round: the round completes with the right verdict" {
+  # A lease of 6 s: its renew deadline (4 s) outlasts the election, in which
+  # no renewal succeeds; with 2 s (1.3 s) the hosts fence themselves in it.
+  STORE_LEASE=6s
   three_hosts
   on 0 w0 --name e6 --n 3 --rank 1
   on 1 w1 --name e6 --n 3 --rank 2
@@ -243,6 +246,73 @@ arrived_on() {
   # Applied once: the round released once, and the next one is round 2.
   run -0 env TFBARRIER_ADDR="$A_2" "$TFB" status --name e9 --json
   assert_json barriers.0.round 2
+}
+
+# relay_to_etcd: a relay (tests/tools/tcp_relay.py) to the cluster's first
+# member, RELAY_PID, and STORE_CUT: the test's store through it alone. A host
+# given STORE_OF=$STORE_CUT is cut off from etcd by `kill -STOP $RELAY_PID`,
+# while the others keep it (issue #31 items 5-6).
+relay_to_etcd() {
+  local first=${ETCD_ENDPOINTS%%,*} out=$BATS_TEST_TMPDIR/relay.out i
+  first=${first#http://}
+  /usr/bin/python3 "$BATS_TEST_DIRNAME/../tools/tcp_relay.py" "${first%:*}" "${first##*:}" >"$out" &
+  RELAY_PID=$!
+  BG_PIDS+=("$RELAY_PID")
+  for i in $(seq 100); do
+    grep -q '^PORT=' "$out" && break
+    sleep 0.05
+  done
+  STORE_CUT="etcd://127.0.0.1:$(sed -n 's/^PORT=//p' "$out")/${STORE##*/}"
+}
+
+@test "a participant whose --timeout passes on a host cut off from etcd exits 75, not 124: its LEAVE was not applied, and the others still count it" {
+  # Issue #31 item 5. Before the fix it exited 124 ("did not answer the
+  # withdrawal") while host 0 still counted it, and a later arrival there was
+  # released with it. Host 1's lease is long (20 s: renew deadline 13 s), so
+  # the timeout (3 s, and the 2 s the LEAVE is given) passes before it fences.
+  relay_to_etcd
+  store_host 0
+  STORE_OF=$STORE_CUT STORE_LEASE=20s store_host 1
+  on 1 w1 --name h5 --n 3 --rank 1 --timeout 3s
+  arrived_on 0 h5 1
+  kill -STOP "$RELAY_PID"
+  expect_exit_within 75 12 w1
+  cat "$(err w1)"
+  grep -q "did not confirm the withdrawal" "$(err w1)"
+  grep -q "may still be counted in the round" "$(err w1)"
+  # And it is: host 0 counts rank 1 still.
+  run -0 env TFBARRIER_ADDR="$A_0" "$TFB" status --name h5 --json
+  assert_json barriers.0.arrived 1
+  kill -CONT "$RELAY_PID"
+}
+
+@test "a host that cannot renew its lease past its renew deadline closes its participants with the reason (69), and registers again once etcd answers" {
+  # Issue #31 item 6. Before the fix a host cut off from etcd was fenced only
+  # when etcd said its lease was gone, which it cannot hear while cut off: its
+  # participant waited on, counted by the others until the lease expired and
+  # then not, with nothing said. Lease 2 s: the renew deadline is 1.33 s.
+  relay_to_etcd
+  store_host 0
+  STORE_OF=$STORE_CUT store_host 1
+  on 1 w1 --name h6 --n 2 --rank 1
+  arrived_on 0 h6 1
+  kill -STOP "$RELAY_PID"
+  expect_exit_within 69 8 w1
+  cat "$(err w1)"
+  grep -q "could not renew its store lease within its renew deadline" "$(err w1)"
+  grep -q "may still be counted until that lease expires at etcd" "$(err w1)"
+  wait_for_match "$HOST_LOG" "tfbarrier\[${STORE_PID[1]}\]: warning: store: could not renew the store lease within the renew deadline" 5
+  arrived_on 0 h6 0  # its lease expired at etcd: host 0 withdrew rank 1 as lost
+  kill -CONT "$RELAY_PID"
+  local i
+  for ((i = 0; i < 200; i++)); do
+    [ "$(grep -c "tfbarrier\[${STORE_PID[1]}\]: store: registered as" "$HOST_LOG")" -ge 2 ] && break
+    sleep 0.1
+  done
+  [ "$(grep -c "tfbarrier\[${STORE_PID[1]}\]: store: registered as" "$HOST_LOG")" -eq 2 ]
+  on 1 w1b --name h6 --n 2 --rank 1
+  run -0 env TFBARRIER_ADDR="$A_0" timeout 20 "$TFB" wait --name h6 --n 2 --rank 0
+  expect_exits 0 w1b
 }
 
 # etcdctl on this file's cluster (first member first, unless given --endpoints).

@@ -347,7 +347,7 @@ for name, text in re.findall(r'\{exit_code::(\w+), "([^"]*)"\}', src):
     print("%5d  %s" % (int(codes[name]), text))
 EOF
   )
-  [ "$(wc -l <<<"$table")" -eq 11 ]
+  [ "$(wc -l <<<"$table")" -eq 12 ]
   local cmd line
   for cmd in "" serve wait decide abort status config secret; do
     # shellcheck disable=SC2086  # $cmd is one word or none

@@ -100,7 +100,7 @@ def configure_ns(pid, octet):
 configure_ns(os.getpid(), 0)
 
 # Documented exit codes a participant may end with besides a release (0/1).
-ERROR_CODES = {69: "host lost/unreachable", 124: "timed out", 3: "aborted", 130: "SIGINT", 143: "SIGTERM"}
+ERROR_CODES = {69: "host lost/unreachable", 75: "timed out, withdrawal unconfirmed", 124: "timed out", 3: "aborted", 130: "SIGINT", 143: "SIGTERM"}
 
 
 def run(cmd, check=True, quiet=False):
