@@ -73,6 +73,8 @@ class engine {
   /// request: it was greeted, or the request went out with HELLO (then the host
   /// may have counted it, and a LEAVE must follow it).
   bool connected() const { return connected_ && (greeted_ || pipelined_); }
+  /// The request went out on some connection: the host may have counted it.
+  bool request_sent() const { return sent_; }
 
   /// Connects, sends HELLO and `request`, and feeds every reply to `handler`.
   outcome run(const std::string& request, reply_handler handler) {
@@ -346,6 +348,7 @@ class engine {
     // Beyond loopback a host authenticates (MUNGE or a secret), so there is nothing to gain.
     // Nor when the host must be shown to be of the store given, before the request goes.
     pipelined_ = peer_loopback_ && !o_.secret && !no_pipeline_ && o_.store.empty();
+    sent_ = sent_ || pipelined_;
     client::conn_config cfg{o_.addr, o_.client_host, o_.pid, resumable_ ? keepalive_every_ : duration(0),
                             o_.secret ? &*o_.secret : nullptr, pipelined_, !peer_loopback_ && !o_.insecure,
                             o_.store};
@@ -389,6 +392,7 @@ class engine {
       case client::conn_event::none: return false;
       case client::conn_event::greeted:
         greeted_ = true;
+        sent_ = true;
         // Keep-alives start once the host has answered: before that the connect deadline rules.
         if (resumable_) ping_loop();
         return false;
@@ -511,6 +515,7 @@ class engine {
   std::string lost_;            ///< why the last connection was lost, for the final message
   bool connected_ = false;
   bool greeted_ = false;  // this connection's HELLO was answered
+  bool sent_ = false;     // the request went out, on this connection or an earlier one
   duration silent_for_{0};  // how long the host had been silent when we gave up on it
   bool silent_ = false;
   duration keepalive_every_ = std::chrono::seconds(5);
@@ -607,7 +612,9 @@ class call_timeout {
   bool armed() const { return armed_; }
   bool firing() const { return firing_; }
 
-  /// withdraw() -> the request lines to send; reconnecting() and unanswered() -> the outcomes.
+  /// withdraw() -> the request lines to send; reconnecting() and unanswered()
+  /// -> the outcomes (reconnecting() may give none: then the timeout stands
+  /// down, disarmed, and may be armed again).
   template <class Withdraw, class Reconnecting, class Unanswered>
   void arm(duration after, Withdraw withdraw, Reconnecting reconnecting, Unanswered unanswered) {
     armed_ = true;
@@ -616,7 +623,11 @@ class call_timeout {
       if (ec || e_.done()) return;
       firing_ = true;
       if (!e_.connected()) {
-        e_.finish(reconnecting());
+        if (std::optional<outcome> o = reconnecting()) {
+          e_.finish(std::move(*o));
+        } else {
+          firing_ = armed_ = false;
+        }
         return;
       }
       e_.write(withdraw());
@@ -639,32 +650,23 @@ class waiter {
   waiter(engine& e, std::string scope, std::string name, const wait_options& o)
       : e_(e), scope_(std::move(scope)), name_(std::move(name)), o_(o), start_(clock::now()) {}
 
+  /// Arms --timeout at the start of the call (issue #31 item 7): it runs
+  /// from when the arrival is sent, not from the host's WAITING, which a host
+  /// whose store does not answer (etcd away, its member frozen) never sends.
+  /// Until the arrival has gone out, connecting is --connect-timeout's to
+  /// bound: a timeout that passes then stands down and starts again at the
+  /// WAITING (so `--timeout 0` still checks once, after arriving).
+  void start() { arm(); }
+
   void arrived(std::uint64_t gen) {
     gen_ = gen;
     if (timeout_.firing()) {  // came back after a reconnect while timing out: withdraw now
       e_.write(withdrawal());
       return;
     }
-    if (armed_) return;
-    armed_ = true;
-    if (o_.timeout) {
-      timeout_.arm(
-          *o_.timeout, [this] { return withdrawal(); },
-          // No LEFT: the host may still count this participant (its LEAVE
-          // never went out, or was not applied: a host cut off from its
-          // store cannot write it), and release the others with it. It
-          // must not exit with the code of a withdrawal (124).
-          [this] {
-            return unconfirmed(fmt::format("while reconnecting to the host at {}, so the withdrawal could not be "
-                                           "sent",
-                                           e_.addr()));
-          },
-          [this] {
-            return unconfirmed(fmt::format("the host at {} did not confirm the withdrawal within {} (it may be cut "
-                                           "off from its store, or have stopped answering)",
-                                           e_.addr(), format_duration(leave_grace)));
-          });
-    }
+    if (!timeout_.armed()) arm();  // it stood down before the arrival went out
+    if (progressing_) return;
+    progressing_ = true;
     if (o_.progress_every && o_.on_progress) schedule_progress();
   }
 
@@ -683,8 +685,7 @@ class waiter {
       return std::optional<outcome>{};
     }
     if (std::holds_alternative<proto::left>(r)) {
-      std::string text = fmt::format("timed out after {} waiting at barrier {} (round {})",
-                                     format_duration(*o_.timeout), name_, gen_);
+      std::string text = fmt::format("timed out after {} waiting at {}", format_duration(*o_.timeout), where());
       if (last_) {
         text += ": " + arrived_text(*last_);
         if (!last_->members.empty()) text += fmt::format("; arrived: {}", join_members(*last_));
@@ -700,14 +701,40 @@ class waiter {
  private:
   /// The timeout passed and no LEFT confirmed the withdrawal: exit 75.
   outcome unconfirmed(const std::string& why) const {
-    std::string text = fmt::format("timed out after {} waiting at barrier {} (round {}), {}: this participant may "
+    std::string text = fmt::format("timed out after {} waiting at {}, {}: this participant may "
                                    "still be counted in the round, and the others released with it (exit {}, not "
                                    "{}). Treat its outcome as unknown: `tfbarrier status --name {}` shows whom the "
                                    "round counts",
-                                   format_duration(*o_.timeout), name_, gen_, why, exit_code::unconfirmed,
+                                   format_duration(*o_.timeout), where(), why, exit_code::unconfirmed,
                                    exit_code::timed_out, name_);
     if (last_) text += "; the host's last status: " + arrived_text(*last_);
     return outcome{exit_code::unconfirmed, "", text};
+  }
+
+  void arm() {
+    if (!o_.timeout) return;
+    timeout_.arm(
+        *o_.timeout, [this] { return withdrawal(); },
+        // No LEFT: the host may still count this participant (its LEAVE
+        // never went out, or was not applied: a host cut off from its
+        // store cannot write it), and release the others with it. It
+        // must not exit with the code of a withdrawal (124).
+        [this]() -> std::optional<outcome> {
+          if (!e_.request_sent()) return std::nullopt;  // still connecting: --connect-timeout's
+          return unconfirmed(fmt::format("while reconnecting to the host at {}, so the withdrawal could not be "
+                                         "sent",
+                                         e_.addr()));
+        },
+        [this] {
+          return unconfirmed(fmt::format("the host at {} did not confirm the withdrawal within {} (it may be cut "
+                                         "off from its store, or have stopped answering)",
+                                         e_.addr(), format_duration(leave_grace)));
+        });
+  }
+
+  /// "barrier NAME (round GEN)", or without the round before the host said which.
+  std::string where() const {
+    return gen_ ? fmt::format("barrier {} (round {})", name_, gen_) : fmt::format("barrier {}", name_);
   }
 
   /// STATUS first, for the timeout's message; the host answers a LEAVE at once.
@@ -729,7 +756,7 @@ class waiter {
   const wait_options& o_;
   clock::time_point start_;
   std::uint64_t gen_ = 0;
-  bool armed_ = false;
+  bool progressing_ = false;  // progress reports scheduled (from the first WAITING)
   call_timeout timeout_{e_};
   std::optional<proto::barrier_info> last_;
 };
@@ -746,6 +773,7 @@ class tcp_coordinator final : public coordinator {
     engine e(o_);
     e.set_resumable(o_.keepalive);
     waiter w(e, a.scope, a.name, wo);
+    w.start();
     return e.run(proto::format_request(a), [&](const proto::reply& r) -> std::optional<outcome> {
       if (auto h = w.handle(r)) return *h;
       if (auto* wt = std::get_if<proto::waiting>(&r)) {
