@@ -101,6 +101,20 @@ bool parse_store(std::string_view text, bool tls, address& out, std::string& err
 
 namespace {
 
+/// Up to size bytes of fd (fewer if it ends first).
+std::string read_size(int fd, std::size_t size) {
+  std::string out(size, '\0');
+  std::size_t got = 0;
+  while (got < out.size()) {
+    ssize_t n = ::read(fd, out.data() + got, out.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  out.resize(got);
+  return out;
+}
+
 /// Reads a TLS file of at most 1 MiB into out. With secret, the file must
 /// also be safe to hold a private key (read_tls_files). 0, or the exit code.
 int read_tls_file(const std::string& path, const char* option, bool secret, std::string& out, std::string& error) {
@@ -139,15 +153,7 @@ int read_tls_file(const std::string& path, const char* option, bool secret, std:
     error = fmt::format("{} {} is larger than 1 MiB; give a PEM file", option, path);
     return exit_code::usage;
   }
-  out.assign(static_cast<std::size_t>(st.st_size), '\0');
-  std::size_t got = 0;
-  while (got < out.size()) {
-    ssize_t n = ::read(fd, out.data() + got, out.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<std::size_t>(n);
-  }
-  out.resize(got);
+  out = read_size(fd, static_cast<std::size_t>(st.st_size));
   if (out.find("-----BEGIN ") == std::string::npos) {
     error = fmt::format("{} {} holds no PEM block (-----BEGIN ...); give the file in PEM", option, path);
     return exit_code::usage;
@@ -209,15 +215,7 @@ int read_password_file(const std::string& path, std::string& out, std::string& e
                         path);
     return exit_code::usage;
   }
-  out.assign(static_cast<std::size_t>(st.st_size), '\0');
-  std::size_t got = 0;
-  while (got < out.size()) {
-    ssize_t n = ::read(fd, out.data() + got, out.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<std::size_t>(n);
-  }
-  out.resize(got);
+  out = read_size(fd, static_cast<std::size_t>(st.st_size));
   while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
   if (out.empty()) {
     error = fmt::format("--store-password-file {} is empty; put the etcd user's password in it", path);
