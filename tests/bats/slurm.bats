@@ -123,7 +123,9 @@ source.port=derived:SLURM_JOB_ID
 source.rank=env:SLURM_PROCID
 source.scope=derived:SLURM_JOB_ID
 source.store=default
+source.store_user=default
 store=null
+store_user=null
 warnings=[]"
   done
 }
