@@ -53,6 +53,9 @@ add_custom_target(tfb_packaging_files ALL DEPENDS ${_tfb_gz_outputs})
 install(FILES completions/tfbarrier.bash DESTINATION ${TFB_BASH_COMPLETION_DIR} RENAME tfbarrier)
 install(FILES completions/_tfbarrier DESTINATION ${TFB_ZSH_COMPLETION_DIR})
 install(FILES LICENSE README.md CHANGELOG.md packaging/debian/copyright DESTINATION ${CMAKE_INSTALL_DOCDIR})
+# Alerting rules for Prometheus (docs/monitoring.md, "Alerts"), with their promtool unit tests.
+install(FILES packaging/prometheus/tfbarrier.rules.yml packaging/prometheus/tfbarrier.rules.test.yml
+        DESTINATION ${CMAKE_INSTALL_DOCDIR}/prometheus)
 
 # ---------------------------------------------------------------- CPack
 set(CPACK_PACKAGE_NAME tfbarrier)

@@ -266,6 +266,7 @@ void barrier_set::arrive(conn_id c, const proto::arrive& a, const peer_info& p, 
   m.chief = a.chief;
   std::string who = describe(m);
   add_member(b, c, std::move(m), now);
+  ++out.counted.arrivals;
   auto count = static_cast<std::uint32_t>(r.members.size());
   out.log.push_back(fmt::format("arrive {}: {}{}, {}/{}", label(b, r.gen), who, a.chief ? " as chief" : "", count, *r.n));
   out.sends.push_back({c, proto::waiting{b.name, r.gen, count, r.n}});
@@ -356,7 +357,13 @@ void barrier_set::release(barrier& b, round& r, millis now, output& out) {
   out.journal.push_back(std::move(j));
   b.recent.push_front(std::move(f));
   if (b.recent.size() > max_recent_rounds) b.recent.pop_back();
-  out.ended.push_back(round_end{false, r.v, r.started && r.complete_at >= r.opened ? r.complete_at - r.opened : -1});
+  round_end ended{false, r.v, r.started && r.complete_at >= r.opened ? r.complete_at - r.opened : -1,
+                  !r.verdict_by.empty(), {}};
+  const member* last = nullptr;
+  for (const auto& [c, m] : r.members)
+    if (!last || m.since > last->since || (m.since == last->since && m.host > last->host)) last = &m;
+  if (last) ended.last_node = last->host;
+  out.ended.push_back(std::move(ended));
   for (conn_id c : want_count)
     if (out.wanted(c)) out.sends.push_back({c, proto::release{b.name, r.gen, r.v, delivered, r.message}});
   out.log.push_back(fmt::format("release {}: {} participant{}, verdict {}{}{}", label(b, r.gen), *r.n,
@@ -528,7 +535,7 @@ void barrier_set::abort(conn_id c, const proto::abort_req& a, millis now, output
   notify(b.open);
   record(b, b.open, round_record::ending::abort, now, out);
   if (!b.aborted) {
-    out.ended.push_back(round_end{true, verdict::none, -1});
+    out.ended.push_back(round_end{true, verdict::none, -1, false, {}});
     b.aborted = true;
     b.aborted_gen = b.gathered.empty() ? b.open.gen : b.gathered.begin()->first;
     b.abort_reason = a.reason;
@@ -575,6 +582,7 @@ void barrier_set::leave(conn_id c, departure how, millis now, output& out, bool 
                                 r->n ? std::to_string(*r->n) : "?"));
   if (r->departed.size() < max_departed) r->departed.push_back(gone{m.rank, m.host, m.pid, how, now, m.id});
   ++r->withdrawn;
+  ++(explicit_leave ? out.counted.withdrawals : out.counted.disconnects);
   if (timed_out) ++r->timeouts;
   if (m.rank) r->by_rank.erase(*m.rank);
   r->by_id.erase(m.id);
@@ -585,6 +593,25 @@ void barrier_set::leave(conn_id c, departure how, millis now, output& out, bool 
     r->n.reset();
     r->n_by.clear();
   }
+}
+
+std::size_t barrier_set::open_count() const {
+  std::size_t n = 0;
+  for (const auto& [k, b] : barriers_)
+    if (busy(b)) ++n;
+  return n;
+}
+
+std::optional<millis> barrier_set::oldest_open() const {
+  std::optional<millis> oldest;
+  auto consider = [&](const round& r) {
+    if (!oldest || r.opened < *oldest) oldest = r.opened;
+  };
+  for (const auto& [k, b] : barriers_) {
+    if (!b.open.members.empty() || !b.open.deciders.empty()) consider(b.open);
+    for (const auto& [gen, r] : b.gathered) consider(r);
+  }
+  return oldest;
 }
 
 void barrier_set::came_through(std::string_view host) {

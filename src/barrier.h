@@ -60,6 +60,16 @@ struct round_end {
   bool aborted = false;
   proto::verdict v = proto::verdict::none;  ///< released: its verdict
   millis spread = -1;  ///< released: first to last arrival; -1 when not known (restored from the journal)
+  bool decided = false;  ///< released: a chief or `decide` gave the verdict (false: nobody decided; it went on)
+  std::string last_node;  ///< released: the node (HELLO host=) of the last arrival; empty when not known
+};
+
+/// Participants counted by one step, for the host's metrics: arrivals that
+/// joined a round, and members that went before their round ended, by how.
+struct tally {
+  std::uint64_t arrivals = 0;
+  std::uint64_t withdrawals = 0;  ///< LEAVE (a participant's Ctrl-C or --timeout)
+  std::uint64_t disconnects = 0;  ///< connection closed, silent past its keep-alive, or its host lost
 };
 
 /// What one step of the state machine produced.
@@ -69,6 +79,7 @@ struct output {
   std::vector<journal_entry> journal;  ///< to persist before `sends` go out
   std::vector<round_end> ended;        ///< rounds released or aborted (metrics)
   std::vector<round_record> rounds;    ///< rounds that ended in this step, for the arrival history (history.h)
+  tally counted;                       ///< participants that came and went in this step (metrics)
   /// Set by a host with a store (replica.h): a release's or an abort's replies
   /// go only to the connections it accepts. The others' waits end all the
   /// same, unseen: their own hosts tell them. Null: every reply.
@@ -135,6 +146,12 @@ class barrier_set {
   /// activity), whatever any clock says now. True when it went.
   bool forget(const idle_barrier& b, output& out);
   std::size_t barrier_count() const { return barriers_.size(); }
+  /// Barriers with a round under way: someone waits in it, or all are
+  /// present and the chief's verdict is awaited. Idle ones are not counted.
+  std::size_t open_count() const;
+  /// When the oldest round under way began (its first arrival, on the
+  /// caller's clock); nullopt when none is.
+  std::optional<millis> oldest_open() const;
   /// At most max barriers (0: no limit). A request for a new one past it first
   /// forgets one that nobody waits on and that was idle longer than
   /// keep_recent (finished rounds before aborts, the longest idle first), so

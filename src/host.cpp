@@ -48,6 +48,7 @@
 #include "peer_owner.h"
 #include "journal.h"
 #include "metrics.h"
+#include "process_stats.h"
 #include "private_files.h"
 #include "follower.h"
 #include "replica.h"
@@ -181,7 +182,11 @@ class metrics_endpoint {
  public:
   metrics_endpoint(asio::io_context& io, const host_options& o) : io_(io), opts_(o), acceptor_(io), textfile_timer_(io) {}
   metrics::counters counters;
-  std::function<std::string()> text;  ///< the exposition, made at the moment it is asked for
+  /// The exposition, made at the moment it is asked for, with these labels on every series.
+  std::function<std::string(std::string_view labels)> text;
+  /// The textfile's labels (`host="ADDR"`): two hosts' textfiles on one node
+  /// must not export the same series, or node_exporter drops them.
+  std::string textfile_labels;
 
   bool open(std::string& error, std::function<void(std::string_view)> log);
   void start();
@@ -310,10 +315,7 @@ class server {
     // Nothing active within a participant's default --connect-timeout is
     // forgotten to make room: one reconnecting would meet a fresh round 1.
     state_.limit(o.max_barriers, std::chrono::milliseconds(std::chrono::seconds(60)).count());
-    metrics_.text = [this] {  // metrics (issue 21)
-      return metrics::format(metrics_.counters, metrics::gauges{state_.waiting(), sessions_.size(), state_.barrier_count()},
-                             tfb::version);
-    };
+    metrics_.text = [this](std::string_view labels) { return metrics_text(labels); };
   }
 
   bool listen(std::string& error);
@@ -388,18 +390,45 @@ class server {
     last_active_ = now();
     if (holding_ == 0) observe_release();
   }
-  // ---- metrics (issue 21) ----
+  // ---- metrics (issue 21; issue #32 item 7) ----
   metrics_endpoint& metrics() { return metrics_; }
+  std::string metrics_text(std::string_view labels) {
+    metrics::gauges g;
+    g.waiting = state_.waiting();
+    g.connections = sessions_.size();
+    g.barriers = state_.open_count();
+    g.barriers_held = state_.barrier_count();
+    if (auto oldest = state_.oldest_open()) {
+      millis t = now();
+      g.oldest_open_seconds = t > *oldest ? static_cast<double>(t - *oldest) / 1000.0 : 0.0;
+    }
+    g.process = read_process_stats();
+    if (link_) {
+      g.store = true;
+      auto& c = metrics_.counters;
+      c.store_write_errors = link_->write_errors();
+      c.store_watch_restarts = link_->watch_restarts();
+      std::int64_t received = link_->received_revision(), applied = follower_ ? follower_->applied() : 0;
+      g.store_apply_lag = received > applied ? static_cast<std::uint64_t>(received - applied) : 0;
+      g.store_backlog_bytes = link_->backlog();
+    }
+    return metrics::format(metrics_.counters, g, tfb::version, labels);
+  }
   /// An input was read now: a release it makes is timed from here.
   void input_read() { step_start_ = std::chrono::steady_clock::now(); }
   void count_ended(output& out) {
+    auto& c = metrics_.counters;
+    c.arrivals += out.counted.arrivals;
+    c.withdrawals += out.counted.withdrawals;
+    c.disconnects += out.counted.disconnects;
+    out.counted = {};
     for (const auto& e : out.ended) {
-      auto& c = metrics_.counters;
       if (e.aborted) {
         ++c.aborted;
         continue;
       }
-      ++(e.v == proto::verdict::stop ? c.released_stop : c.released_continue);
+      ++(!e.decided ? c.released_undecided : e.v == proto::verdict::stop ? c.released_stop : c.released_continue);
+      if (!e.last_node.empty()) c.count_last(e.last_node);
       if (e.spread >= 0) c.spread.observe(static_cast<double>(e.spread) / 1000.0);
       if (!release_from_) release_from_ = step_start_.value_or(std::chrono::steady_clock::now());
     }
@@ -418,25 +447,44 @@ class server {
   // file after the step's replies went out (a posted handler runs after the
   // write_batch that sends them), never before a RELEASE.
   bool open_history(std::string& error);
+  // The records are kept as they are, and added (formatted, indexed) and
+  // written by a posted handler: after the write_batch that hands the
+  // step's replies to the kernel, so that a release of 10,000 participants
+  // waits for none of it (issue #32, "keeping the history costs the release
+  // nothing").
   void note_rounds(output& out) {
+    if (!history_) {
+      out.rounds.clear();
+      return;
+    }
     auto wall = std::chrono::duration_cast<std::chrono::milliseconds>(
                     std::chrono::system_clock::now().time_since_epoch()).count();
     millis mono = now();
-    for (const auto& r : out.rounds)
-      if (history_) history_->add(r, wall - (mono - r.first));
+    for (auto& r : out.rounds) {
+      std::int64_t wall_first = wall - (mono - r.first);
+      unrecorded_.emplace_back(std::move(r), wall_first);
+    }
     out.rounds.clear();
-    if (history_ && history_->pending() && !history_flush_posted_) {
+    if (!history_flush_posted_) {
       history_flush_posted_ = true;
       asio::post(io_, [this] { flush_history(); });
     }
   }
+  void record_unrecorded() {
+    if (history_)
+      for (const auto& [r, wall_first] : unrecorded_) history_->add(r, wall_first);
+    unrecorded_.clear();
+  }
   void flush_history() {
     history_flush_posted_ = false;
+    if (!history_) return;
+    record_unrecorded();
     std::string error;
-    if (history_ && !history_->flush(error)) log("warning: " + error);
+    if (!history_->flush(error)) log("warning: " + error);
   }
-  proto::history_page history_page(const proto::history_req& q) const {
+  proto::history_page history_page(const proto::history_req& q) {
     if (!history_) return {};
+    record_unrecorded();  // a round that ended in this very turn of the loop is in the page
     return history_->page(q, 256 << 10);  // a page: about 256 KiB, and at least one round
   }
   /// The hook for a participant that gave up at its --timeout (LEAVE why=timeout).
@@ -582,6 +630,7 @@ class server {
   std::unordered_map<std::string, std::size_t> per_address_;
   std::string address_;
   std::unique_ptr<hist::store> history_;  // arrival records (#21); null with serve --history 0
+  std::vector<std::pair<round_record, std::int64_t>> unrecorded_;  // rounds ended, to add after the replies
   std::string run_;                        // this start's run (hist::new_run)
   bool history_flush_posted_ = false;
   std::uint64_t timeout_leaves_ = 0;  // LEAVE why=timeout seen (on_timeout_leave)
@@ -1074,7 +1123,10 @@ void server::act(std::vector<store::action> acts) {
   for (auto& a : acts) {
     switch (a.what) {
       case kind::deliver: deliver(a.out, a.replayed); break;
-      case kind::mark_gone: link_->mark_gone(a.host, a.inc, std::move(a.text)); break;
+      case kind::mark_gone:
+        ++metrics_.counters.store_hosts_lost;
+        link_->mark_gone(a.host, a.inc, std::move(a.text));
+        break;
       case kind::fenced: on_fenced(a.text); break;
       case kind::close_all: {
         log(a.text);
@@ -1134,6 +1186,7 @@ void server::deliver(output& out, bool replayed) {
     out.log.clear();
     out.rounds.clear();
     out.ended.clear();
+    out.counted = {};
   }
   for (auto& line : out.log) event(line);
   out.log.clear();
@@ -1237,6 +1290,7 @@ bool server::listen(std::string& error) {
 }
 
 void server::run_loops() {
+  metrics_.textfile_labels = fmt::format("host=\"{}\"", metrics::label_value(address_));
   metrics_.start();  // issue 21
   // With a store, connections wait in the backlog until the host has caught
   // up: a STATUS or ARRIVE answered from a state not yet loaded would be wrong.
@@ -1502,7 +1556,11 @@ void metrics_endpoint::stop() {
     c->socket.close(ec);
     c->timer.cancel();
   }
-  if (textfile_dir_) write_textfile();  // the last values, for a per-job host that ends
+  // A host that ends takes its textfile with it: node_exporter would go on
+  // exporting its last values as if it still ran.
+  if (textfile_dir_ && ::unlinkat(textfile_dir_->get(), textfile_name_.c_str(), 0) != 0 && errno != ENOENT)
+    log_(fmt::format("warning: cannot remove the metrics textfile {}: {}", *opts_.metrics_textfile,
+                     std::strerror(errno)));
 }
 
 awaitable<void> metrics_endpoint::accept_loop() {
@@ -1568,7 +1626,7 @@ awaitable<void> metrics_endpoint::answer(std::shared_ptr<http_conn> c) {
     if (p.st == metrics::http_parse::state::incomplete) continue;
     c->requested = true;  // from now on only http_deadline bounds it
     close_at_deadline(c, http_deadline - (std::chrono::steady_clock::now() - c->accepted));
-    reply = p.st == metrics::http_parse::state::complete ? metrics::respond(p.req, opts_.metrics_token, text)
+    reply = p.st == metrics::http_parse::state::complete ? metrics::respond(p.req, opts_.metrics_token, [this] { return text({}); })
                                                          : metrics::refusal(p.st);
     break;
   }
@@ -1593,7 +1651,8 @@ awaitable<void> metrics_endpoint::textfile_loop() {
 
 void metrics_endpoint::write_textfile() {
   std::string error;
-  bool ok = files::replace_in(textfile_dir_->get(), textfile_name_, text(), textfile_dir_path_, error, 0644);
+  bool ok = files::replace_in(textfile_dir_->get(), textfile_name_, text(textfile_labels), textfile_dir_path_, error,
+                              0644);
   if (!ok && !textfile_failing_)  // once per streak of failures, not every 5 s
     log_(fmt::format("warning: cannot write the metrics textfile {}: {}", *opts_.metrics_textfile, error));
   textfile_failing_ = !ok;

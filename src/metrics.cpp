@@ -9,35 +9,46 @@
 namespace tfb::metrics {
 namespace {
 
-void family(std::string& out, std::string_view name, std::string_view type, std::string_view help) {
-  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
-}
+// Writes the exposition: families and their samples, every sample with the
+// labels given to format() added to its own.
+struct writer {
+  std::string& out;
+  std::string_view labels;
 
-template <std::size_t N>
-void put_histogram(std::string& out, std::string_view name, std::string_view help, const histogram<N>& h) {
-  family(out, name, "histogram", help);
-  std::uint64_t cumulative = 0;
-  for (std::size_t i = 0; i < N; ++i) {
-    cumulative += h.in[i];
-    out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, h.bounds[i], cumulative);
+  void family(std::string_view name, std::string_view type, std::string_view help) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
   }
-  out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, h.count, name, h.sum, name,
-                     h.count);
-}
-
-// A label value: backslash, double quote and newline escaped (format 0.0.4).
-std::string label_value(std::string_view v) {
-  std::string s;
-  for (char ch : v) {
-    if (ch == '\\' || ch == '"') s += '\\';
-    if (ch == '\n') {
-      s += "\\n";
-      continue;
+  template <typename V>
+  void sample(std::string_view name, std::string_view own, V value) {
+    out += name;
+    if (!own.empty() || !labels.empty()) {
+      out += '{';
+      out += own;
+      if (!own.empty() && !labels.empty()) out += ',';
+      out += labels;
+      out += '}';
     }
-    s += ch;
+    out += fmt::format(" {}\n", value);
   }
-  return s;
-}
+  template <typename V>
+  void one(std::string_view name, std::string_view type, std::string_view help, V value) {
+    family(name, type, help);
+    sample(name, {}, value);
+  }
+  template <std::size_t N>
+  void histogram(std::string_view name, std::string_view help, const metrics::histogram<N>& h) {
+    family(name, "histogram", help);
+    std::uint64_t cumulative = 0;
+    std::string bucket = fmt::format("{}_bucket", name);
+    for (std::size_t i = 0; i < N; ++i) {
+      cumulative += h.in[i];
+      sample(bucket, fmt::format("le=\"{}\"", h.bounds[i]), cumulative);
+    }
+    sample(bucket, "le=\"+Inf\"", h.count);
+    sample(fmt::format("{}_sum", name), {}, h.sum);
+    sample(fmt::format("{}_count", name), {}, h.count);
+  }
+};
 
 std::string_view reason(int status) {
   switch (status) {
@@ -77,36 +88,95 @@ std::string_view trim(std::string_view s) {
 
 }  // namespace
 
-std::string format(const counters& c, const gauges& g, std::string_view version) {
+std::string label_value(std::string_view v) {
+  std::string s;
+  for (char ch : v) {
+    if (ch == '\\' || ch == '"') s += '\\';
+    if (ch == '\n') {
+      s += "\\n";
+      continue;
+    }
+    s += ch;
+  }
+  return s;
+}
+
+void counters::count_last(std::string_view node) {
+  auto it = last_by_node.find(node);
+  if (it != last_by_node.end()) {
+    ++it->second;
+  } else if (last_by_node.size() < max_node_series && !node.empty()) {
+    last_by_node.emplace(std::string(node), 1);
+  } else {
+    ++last_other;
+  }
+}
+
+std::string format(const counters& c, const gauges& g, std::string_view version, std::string_view labels) {
   std::string out;
-  out.reserve(4096);
-  family(out, "tfbarrier_rounds_released_total", "counter", "Barrier rounds released, by verdict.");
-  out += fmt::format("tfbarrier_rounds_released_total{{verdict=\"continue\"}} {}\n", c.released_continue);
-  out += fmt::format("tfbarrier_rounds_released_total{{verdict=\"stop\"}} {}\n", c.released_stop);
-  family(out, "tfbarrier_rounds_aborted_total", "counter", "Barrier rounds ended by an abort.");
-  out += fmt::format("tfbarrier_rounds_aborted_total {}\n", c.aborted);
-  family(out, "tfbarrier_participants_timed_out_total", "counter",
-         "Participants that gave up waiting at their --timeout.");
-  out += fmt::format("tfbarrier_participants_timed_out_total {}\n", c.timed_out);
-  family(out, "tfbarrier_authentication_failures_total", "counter",
-         "Connections refused because their authentication failed.");
-  out += fmt::format("tfbarrier_authentication_failures_total {}\n", c.auth_failures);
-  family(out, "tfbarrier_store_divergences_total", "counter",
-         "Digests of another host of the store that differed from this host's at the same revision.");
-  out += fmt::format("tfbarrier_store_divergences_total {}\n", c.store_divergences);
-  family(out, "tfbarrier_participants_waiting", "gauge", "Participants (and deciders) waiting at a barrier now.");
-  out += fmt::format("tfbarrier_participants_waiting {}\n", g.waiting);
-  family(out, "tfbarrier_connections", "gauge", "Barrier-protocol connections open now.");
-  out += fmt::format("tfbarrier_connections {}\n", g.connections);
-  family(out, "tfbarrier_barriers", "gauge", "Barriers the host holds now.");
-  out += fmt::format("tfbarrier_barriers {}\n", g.barriers);
-  put_histogram(out, "tfbarrier_arrival_spread_seconds",
-                "Time from the first to the last arrival of a released round.", c.spread);
-  put_histogram(out, "tfbarrier_release_latency_seconds",
-                "Time from reading the request that released a round to its replies handed to the kernel.",
-                c.latency);
-  family(out, "tfbarrier_build_info", "gauge", "The tfbarrier version of this host.");
-  out += fmt::format("tfbarrier_build_info{{version=\"{}\"}} 1\n", label_value(version));
+  out.reserve(6144);
+  writer w{out, labels};
+  w.family("tfbarrier_rounds_released_total", "counter",
+           "Barrier rounds released, by verdict (none: released with no verdict given, as without a chief).");
+  w.sample("tfbarrier_rounds_released_total", "verdict=\"continue\"", c.released_continue);
+  w.sample("tfbarrier_rounds_released_total", "verdict=\"stop\"", c.released_stop);
+  w.sample("tfbarrier_rounds_released_total", "verdict=\"none\"", c.released_undecided);
+  w.one("tfbarrier_rounds_aborted_total", "counter", "Barrier rounds ended by an abort.", c.aborted);
+  w.one("tfbarrier_arrivals_total", "counter", "Participants that arrived at a barrier and joined its round.",
+        c.arrivals);
+  w.one("tfbarrier_withdrawals_total", "counter",
+        "Participants that left their round before it ended (LEAVE: Ctrl-C or their --timeout).", c.withdrawals);
+  w.one("tfbarrier_disconnects_total", "counter",
+        "Participants whose connection closed, went silent past its keep-alive, or whose host was lost, before "
+        "their round ended.",
+        c.disconnects);
+  w.one("tfbarrier_participants_timed_out_total", "counter", "Participants that gave up waiting at their --timeout.",
+        c.timed_out);
+  w.family("tfbarrier_node_last_total", "counter",
+           "Released rounds whose last arrival came from the node (at most 32 nodes; later ones count as _other).");
+  for (const auto& [node, n] : c.last_by_node)
+    w.sample("tfbarrier_node_last_total", fmt::format("node=\"{}\"", label_value(node)), n);
+  w.sample("tfbarrier_node_last_total", "node=\"_other\"", c.last_other);
+  w.one("tfbarrier_authentication_failures_total", "counter",
+        "Connections refused because their authentication failed.", c.auth_failures);
+  w.one("tfbarrier_participants_waiting", "gauge", "Participants (and deciders) waiting at a barrier now.", g.waiting);
+  w.one("tfbarrier_connections", "gauge", "Barrier-protocol connections open now.", g.connections);
+  w.one("tfbarrier_barriers", "gauge",
+        "Barriers with a round under way now: someone waits in it, or the chief's verdict is awaited.", g.barriers);
+  w.one("tfbarrier_barriers_held", "gauge", "Barriers the host holds now, idle ones included.", g.barriers_held);
+  w.one("tfbarrier_oldest_open_round_age_seconds", "gauge",
+        "Age of the oldest round under way (from its first arrival); 0 when none is.", g.oldest_open_seconds);
+  w.histogram("tfbarrier_arrival_spread_seconds", "Time from the first to the last arrival of a released round.",
+              c.spread);
+  w.histogram("tfbarrier_release_latency_seconds",
+              "Time from reading the request that released a round to its replies handed to the kernel.", c.latency);
+  if (g.store) {
+    w.one("tfbarrier_store_divergences_total", "counter",
+          "Digests of another host of the store that differed from this host's at the same revision.",
+          c.store_divergences);
+    w.one("tfbarrier_store_write_errors_total", "counter", "Writes to etcd that failed (each is retried).",
+          c.store_write_errors);
+    w.one("tfbarrier_store_watch_restarts_total", "counter", "Times the store's watch broke and was resumed.",
+          c.store_watch_restarts);
+    w.one("tfbarrier_store_hosts_lost_total", "counter",
+          "Hosts of the store whose presence went, and whose participants were withdrawn.", c.store_hosts_lost);
+    w.one("tfbarrier_store_apply_lag_revisions", "gauge",
+          "Revisions of the store etcd has that this host has not applied yet.", g.store_apply_lag);
+    w.one("tfbarrier_store_backlog_bytes", "gauge", "Inputs queued for etcd and not yet written, in bytes.",
+          g.store_backlog_bytes);
+  }
+  if (g.process) {
+    const process_stats& p = *g.process;
+    w.one("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.", p.cpu_seconds);
+    w.one("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", p.resident_bytes);
+    w.one("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", p.virtual_bytes);
+    w.one("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.",
+          p.start_time_seconds);
+    w.one("process_open_fds", "gauge", "Number of open file descriptors.", p.open_fds);
+    w.one("process_max_fds", "gauge", "Maximum number of open file descriptors.", p.max_fds);
+  }
+  w.family("tfbarrier_build_info", "gauge", "The tfbarrier version of this host.");
+  w.sample("tfbarrier_build_info", fmt::format("version=\"{}\"", label_value(version)), 1);
   return out;
 }
 

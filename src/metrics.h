@@ -9,6 +9,8 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,9 +35,23 @@ struct histogram {
   }
 };
 
-/// Everything the host counts. A few words, not per participant or round.
+/// At most this many nodes get a series of their own in
+/// tfbarrier_node_last_total; later ones are counted under node="_other",
+/// so that the series stay bounded at any job size.
+inline constexpr std::size_t max_node_series = 32;
+
+/// Everything the host counts. A few words, not per participant or round
+/// (the per-node counter is bounded by max_node_series).
 struct counters {
   std::uint64_t released_continue = 0, released_stop = 0;
+  std::uint64_t released_undecided = 0;  ///< released with no verdict given (no chief): verdict="none"
+  std::uint64_t arrivals = 0, withdrawals = 0, disconnects = 0;  ///< barrier.h's tally
+  std::map<std::string, std::uint64_t, std::less<>> last_by_node;  ///< released rounds whose last arrival was on the node
+  std::uint64_t last_other = 0;  ///< ... on a node past max_node_series
+  // With a store (docs/store.md):
+  std::uint64_t store_write_errors = 0;   ///< writes to etcd that failed (each is retried)
+  std::uint64_t store_watch_restarts = 0;  ///< the watch broke and was resumed
+  std::uint64_t store_hosts_lost = 0;     ///< other hosts whose presence went and whose participants were withdrawn
   std::uint64_t aborted = 0;     ///< rounds ended by ABORT
   std::uint64_t timed_out = 0;   ///< participants that gave up at their --timeout (count_timeout)
   std::uint64_t auth_failures = 0;
@@ -48,17 +64,38 @@ struct counters {
 
   /// A participant gave up at its --timeout (a LEAVE that says so).
   void count_timeout() { ++timed_out; }
+  /// A released round's last arrival was on this node.
+  void count_last(std::string_view node);
+};
+
+/// The standard process_* metrics, read from /proc by the host (sys).
+struct process_stats {
+  double cpu_seconds = 0;          ///< user and system
+  double start_time_seconds = 0;   ///< since the Unix epoch
+  std::uint64_t resident_bytes = 0, virtual_bytes = 0;
+  std::uint64_t open_fds = 0, max_fds = 0;
 };
 
 /// What is read at the moment of a scrape.
 struct gauges {
   std::uint64_t waiting = 0;      ///< participants (and deciders) waiting
   std::uint64_t connections = 0;  ///< barrier-protocol connections open
-  std::uint64_t barriers = 0;     ///< barriers held
+  std::uint64_t barriers = 0;     ///< barriers with a round under way (barrier_set::open_count)
+  std::uint64_t barriers_held = 0;  ///< barriers held, idle ones too
+  double oldest_open_seconds = 0;   ///< age of the oldest round under way; 0 when none is
+  std::optional<process_stats> process;  ///< when /proc could be read
+  bool store = false;               ///< with a store: the store_* gauges below mean something
+  std::uint64_t store_apply_lag = 0;     ///< revisions etcd has that this host has not applied
+  std::uint64_t store_backlog_bytes = 0;  ///< inputs queued for etcd, not yet written
 };
 
 /// The text exposition format 0.0.4 of all metrics, ending in a newline.
-std::string format(const counters& c, const gauges& g, std::string_view version);
+/// labels: label pairs put on every series (`host="127.0.0.1:31000"`), or
+/// empty: a textfile's, since node_exporter drops series that two files
+/// on one node both export.
+std::string format(const counters& c, const gauges& g, std::string_view version, std::string_view labels = {});
+/// A label value escaped for the exposition (backslash, quote, newline).
+std::string label_value(std::string_view v);
 
 // ---- HTTP ----
 

@@ -604,6 +604,7 @@ bool link::write_batch(client& c, const std::string& value, std::uint64_t seq, s
         return false;
       }
     } else {
+      ++write_errors_;
       // Said once, then every 10 s while it lasts (etcd may refuse for long: no quorum, NOSPACE).
       if (failures++ % 50 == 0)
         log(fmt::format("warning: cannot write to the store, retrying every {} ms: {}", retry_every.count(), error));
@@ -806,7 +807,10 @@ void link::watcher_loop() {
     auto end = watcher_c_->watch(
         from, prefix_end(from), watch_from_,
         [this, &fresh](const std::vector<event>& evs) {
-          if (!evs.empty()) watch_from_ = evs.back().now.mod_revision + 1;
+          if (!evs.empty()) {
+            watch_from_ = evs.back().now.mod_revision + 1;
+            received_rev_ = evs.back().now.mod_revision;
+          }
           fresh = false;
           // Bounded: while the event loop is behind, the watch waits (and
           // etcd with it, through TCP), rather than queue without end.
@@ -847,6 +851,7 @@ void link::watcher_loop() {
       need_catch_up = true;
       continue;
     }
+    ++watch_restarts_;
     // Said once per broke_every at most: a member that refuses every watch
     // at once would otherwise write five lines a second.
     if (auto now = std::chrono::steady_clock::now(); now >= next_broke_log) {
@@ -1013,7 +1018,7 @@ void link::janitor_loop() {
     std::string error;
     if (ch.digest) {  // once: a digest that cannot be written now is not worth a retry
       txn_result r;
-      if (!janitor_c_->txn({}, {op{op::type::put, ch.key, ch.value, {}, 0}}, {}, r, error))
+      if (!janitor_c_->txn({}, {op{op::type::put, ch.key, ch.value, {}, 0}}, {}, r, error) && ++write_errors_)
         log(fmt::format("warning: store: cannot write {}: {}", ch.key, error));
       continue;
     }
@@ -1022,6 +1027,7 @@ void link::janitor_loop() {
         failures = 0;
         continue;
       }
+      ++write_errors_;
       if (failures++ % 50 == 0) log(fmt::format("warning: store: cannot write {} yet, retrying: {}", ch.key, error));
       next_try = std::chrono::steady_clock::now() + retry_every;
       std::lock_guard lk(m_);
@@ -1031,7 +1037,7 @@ void link::janitor_loop() {
     bool ok = store_snapshot(*janitor_c_, ch.snap_rev, ch.value, error);
     if (ok)
       delete_covered(*janitor_c_, ch.snap_rev);
-    else
+    else if (++write_errors_)
       log(fmt::format("warning: store: cannot write the snapshot at revision {}: {}", ch.snap_rev, error));
     std::int64_t rev = ch.snap_rev;
     cb_.post([this, rev, ok] { cb_.snapshot_written(rev, ok); });

@@ -138,6 +138,11 @@ class link {
   const shared_settings& shared() const { return s_.shared; }
   /// Batches written, for the benchmark's "etcd writes per round".
   std::uint64_t batches_written() const { return written_; }
+  /// For the host's metrics (thread-safe): writes to etcd that failed, times
+  /// the watch broke, and the revision of the newest event the watch received.
+  std::uint64_t write_errors() const { return write_errors_.load(); }
+  std::uint64_t watch_restarts() const { return watch_restarts_.load(); }
+  std::int64_t received_revision() const { return received_rev_.load(); }
 
  private:
   bool ensure_origin(client& c, std::string& error);
@@ -188,6 +193,8 @@ class link {
   std::atomic<bool> renew_failed_{false};       ///< the last renewal failed (etcd out of reach)
   std::atomic<std::int64_t> abandoned_lease_{0};  ///< given up by reregister: not renewed any more
   std::atomic<std::uint64_t> written_{0};
+  std::atomic<std::uint64_t> write_errors_{0}, watch_restarts_{0};
+  std::atomic<std::int64_t> received_rev_{0};
   std::int64_t origin_rev_ = 0;
   bool access_refused_ = false;
   bool settings_refused_ = false;

@@ -36,7 +36,12 @@ rounds() {
   rounds 3 m
   run curl -sf "http://$M/metrics"
   assert_success
-  assert_line 'tfbarrier_rounds_released_total{verdict="continue"} 3'
+  # No chief: released with no verdict given (issue #32 item 7: not "continue")
+  assert_line 'tfbarrier_rounds_released_total{verdict="none"} 3'
+  assert_line 'tfbarrier_rounds_released_total{verdict="continue"} 0'
+  assert_line 'tfbarrier_arrivals_total 6'
+  assert_line --regexp '^process_start_time_seconds [0-9.e+]+$'
+  assert_line --regexp '^process_resident_memory_bytes [1-9][0-9]*$'
   assert_line --regexp '^tfbarrier_build_info\{version="[^"]+"\} 1$'
   assert_line 'tfbarrier_arrival_spread_seconds_count 3'
   curl -sf "http://$M/metrics" | promtool check metrics
@@ -46,21 +51,120 @@ rounds() {
   assert_output 405
 }
 
-@test "the textfile is written atomically, passes promtool and holds the last values after the host ends" {
+@test "the textfile is written atomically, passes promtool, labels its series with the host, and goes when the host ends" {
   command -v promtool || skip "promtool (Debian's prometheus) is not installed"
   mkdir -m 0700 tf
   start_host --metrics-textfile "$BATS_TEST_TMPDIR/tf/tfbarrier.prom"
   rounds 2 t
-  for _ in $(seq 100); do [ -s tf/tfbarrier.prom ] && break; sleep 0.05; done
+  for _ in $(seq 200); do grep -qF "verdict=\"none\",host=\"$TFBARRIER_ADDR\"} 2" tf/tfbarrier.prom 2>/dev/null && break; sleep 0.05; done
   promtool check metrics <tf/tfbarrier.prom
   run stat -c %a tf/tfbarrier.prom
   assert_output 644
-  kill "$HOST_PID"
-  wait "$HOST_PID" || true
-  run grep -F 'tfbarrier_rounds_released_total{verdict="continue"} 2' tf/tfbarrier.prom
+  run grep -F "tfbarrier_rounds_released_total{verdict=\"none\",host=\"$TFBARRIER_ADDR\"} 2" tf/tfbarrier.prom
   assert_success
+  # every sample carries the host's label (issue #32 item 7)
+  run grep -vE '^#|host="' tf/tfbarrier.prom
+  assert_output ""
   run ls tf
   assert_output tfbarrier.prom  # no temporary file left
+  # A host that ends takes its textfile with it: node_exporter would export
+  # its last values as if it still ran (issue #32 item 7).
+  kill "$HOST_PID"
+  wait "$HOST_PID" || true
+  run ls -A tf
+  assert_output ""
+}
+
+@test "two hosts' textfiles on one node: a real node_exporter exports both, each labelled with its host" {
+  command -v prometheus-node-exporter || skip "prometheus-node-exporter is not installed"
+  mkdir -m 0700 tf
+  start_host --metrics-textfile "$BATS_TEST_TMPDIR/tf/a.prom"
+  local a=$TFBARRIER_ADDR
+  rounds 1 x
+  start_host --metrics-textfile "$BATS_TEST_TMPDIR/tf/b.prom"
+  local b=$TFBARRIER_ADDR
+  rounds 2 y
+  for _ in $(seq 200); do grep -qF "verdict=\"none\",host=\"$b\"} 2" tf/b.prom 2>/dev/null && break; sleep 0.05; done
+  chmod 0755 tf
+  local P
+  P=$(free_port)
+  prometheus-node-exporter --web.listen-address="127.0.0.1:$P" --collector.disable-defaults \
+    --collector.textfile --collector.textfile.directory="$BATS_TEST_TMPDIR/tf" >ne.log 2>&1 &
+  BG_PIDS+=("$!")
+  local got=""
+  for _ in $(seq 200); do
+    got=$(curl -sf "http://127.0.0.1:$P/metrics" 2>/dev/null || true)
+    [[ -n "$got" ]] && break
+    sleep 0.05
+  done
+  echo "$got" | grep -E 'tfbarrier_rounds_released_total|textfile_scrape_error' >&2
+  [[ "$got" == *"tfbarrier_rounds_released_total{host=\"$a\",verdict=\"none\"} 1"* ]]
+  [[ "$got" == *"tfbarrier_rounds_released_total{host=\"$b\",verdict=\"none\"} 2"* ]]
+  [[ "$got" == *"node_textfile_scrape_error 0"* ]]
+}
+
+@test "what to alert on: the oldest open round's age, rounds under way (not idle barriers), arrivals, withdrawals, disconnects and who was last" {
+  start_host --metrics 127.0.0.1:0
+  M=$(metrics_addr)
+  # three barriers released and idle, by two nodes
+  local k
+  for k in 1 2 3; do
+    TFBARRIER_NODE=nodeA "$TFB" wait --name "idle$k" --n 2 --rank 0 --quiet &
+    wait_arrived "idle$k" 1
+    TFBARRIER_NODE=nodeB "$TFB" wait --name "idle$k" --n 2 --rank 1 --quiet
+    wait $!
+  done
+  # a chief that continues: verdict="continue"
+  "$TFB" wait --name c --n 2 --rank 0 --chief --quiet &
+  local chief=$!
+  "$TFB" wait --name c --n 2 --rank 1 --quiet &
+  local other=$!
+  wait "$chief"
+  "$TFB" decide continue --name c
+  wait "$other"
+  # one round under way: a participant waits; another withdraws at its --timeout; another is killed
+  spawn_wait w --name open --n 4 --rank 0
+  wait_arrived open 1
+  run -124 "$TFB" wait --name open --n 4 --rank 1 --timeout 200ms
+  spawn_wait k --name open --n 4 --rank 2
+  wait_arrived open 2
+  kill -9 "$(pid_of k)"
+  wait_arrived open 1
+  sleep 1.2
+  run curl -sf "http://$M/metrics"
+  assert_success
+  assert_line 'tfbarrier_barriers 1'
+  assert_line 'tfbarrier_barriers_held 5'
+  assert_line 'tfbarrier_rounds_released_total{verdict="continue"} 1'
+  assert_line 'tfbarrier_rounds_released_total{verdict="none"} 3'
+  assert_line 'tfbarrier_arrivals_total 11'
+  assert_line 'tfbarrier_withdrawals_total 1'
+  assert_line 'tfbarrier_disconnects_total 1'
+  assert_line 'tfbarrier_node_last_total{node="nodeB"} 3'
+  assert_line 'tfbarrier_node_last_total{node="_other"} 0'
+  local age
+  age=$(sed -n 's/^tfbarrier_oldest_open_round_age_seconds //p' <<<"$output")
+  echo "age $age"
+  awk -v a="$age" 'BEGIN { exit !(a >= 1 && a < 60) }'
+  if command -v promtool >/dev/null; then curl -sf "http://$M/metrics" | promtool check metrics; fi
+}
+
+@test "the shipped alerting rules pass promtool check rules and their unit tests, and the tests catch a changed rule" {
+  command -v promtool || skip "promtool (Debian's prometheus) is not installed"
+  local dir=$BATS_TEST_DIRNAME/../../packaging/prometheus
+  run promtool check rules "$dir/tfbarrier.rules.yml"
+  assert_success
+  assert_output --partial "SUCCESS: 5 rules found"
+  run promtool test rules "$dir/tfbarrier.rules.test.yml"
+  assert_success
+  # The tests can fail: a hang alert with another threshold is caught.
+  mkdir mut
+  sed 's/tfbarrier_oldest_open_round_age_seconds > 1800/tfbarrier_oldest_open_round_age_seconds > 3600/' \
+    "$dir/tfbarrier.rules.yml" >mut/tfbarrier.rules.yml
+  cp "$dir/tfbarrier.rules.test.yml" mut/
+  run promtool test rules mut/tfbarrier.rules.test.yml
+  assert_failure
+  assert_output --partial "TfbarrierRoundHung"
 }
 
 @test "a textfile in a directory others can write is refused at start" {
@@ -93,7 +197,7 @@ PY
   local body=
   for _ in $(seq 100); do body=$(curl -sf -m 2 "http://$M/metrics") && break; sleep 0.1; done
   run printf '%s\n' "$body"
-  assert_line 'tfbarrier_rounds_released_total{verdict="continue"} 3'
+  assert_line 'tfbarrier_rounds_released_total{verdict="none"} 3'
 }
 
 @test "40 idle connections do not keep a scraper out, and an idle connection is closed within seconds" {
@@ -184,6 +288,8 @@ SH
 global:
   scrape_interval: 1s
   evaluation_interval: 1s
+rule_files:
+  - $BATS_TEST_DIRNAME/../../packaging/prometheus/tfbarrier.rules.yml
 scrape_configs:
   - job_name: tfbarrier
     static_configs:
@@ -196,12 +302,23 @@ YML
   local got=""
   for _ in $(seq 300); do
     got=$(curl -sf "http://127.0.0.1:$P/api/v1/query?query=tfbarrier_rounds_released_total" 2>/dev/null || true)
-    [[ "$got" == *'"verdict":"continue"'*'"4"'* ]] && break
+    [[ "$got" == *'"verdict":"none"'*'"4"'* ]] && break
+    sleep 0.1
+  done
+  # the shipped rules are loaded, and evaluate without error
+  local rules=""
+  for _ in $(seq 100); do
+    rules=$(curl -sf "http://127.0.0.1:$P/api/v1/rules" 2>/dev/null || true)
+    [[ "$rules" == *'"TfbarrierRoundHung"'*'"health":"ok"'* ]] && break
     sleep 0.1
   done
   kill "$PROM"
   wait "$PROM" || true
   echo "$got"
+  echo "$rules"
   [[ "$got" == *'"status":"success"'* ]]
-  [[ "$got" == *'"verdict":"continue"'*'"4"'* ]]
+  [[ "$got" == *'"verdict":"none"'*'"4"'* ]]
+  [[ "$rules" == *'"TfbarrierRoundHung"'* ]]
+  [[ "$rules" == *'"TfbarrierStoreDivergence"'* ]]
+  [[ "$rules" != *'"health":"err"'* ]]
 }

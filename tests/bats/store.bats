@@ -55,6 +55,12 @@ store_host() {
   declare -g "A_$i=127.0.0.1:${STORE_PORT[$i]}"
 }
 three_hosts() { store_host 0 && store_host 1 && store_host 2; }
+# metrics_of I: the /metrics of host I (started with --metrics 127.0.0.1:0).
+metrics_of() {
+  local at
+  at=$(sed -n "s|.*tfbarrier\[${STORE_PID[$1]}\]: .*metrics on http://\([^ ]*\)/metrics.*|\1|p" "$HOST_LOG" | tail -n 1)
+  [ -n "$at" ] && curl -fsS "http://$at/metrics"
+}
 
 # on I LABEL [wait options]: a participant of host I.
 on() {
@@ -176,7 +182,9 @@ arrived_on() {
 }
 
 @test "kill -9 of a host: its participants are named as lost within the lease, and the others keep waiting" {
-  three_hosts
+  store_host 0 --metrics 127.0.0.1:0
+  store_host 1
+  store_host 2
   on 1 w1 --name e5 --n 3 --rank 1 --connect-timeout 3s
   on 0 w0 --name e5 --n 3 --rank 0
   arrived_on 0 e5 2
@@ -187,6 +195,16 @@ arrived_on() {
   assert_output --partial "rank 1 was lost with the host of its node"
   still_running 0.2 w0
   expect_exit_within 69 10 w1  # its own host is gone, and nothing answers on its address
+  # What an alert sees on a living host (issue #32 item 7): the lost host,
+  # its participant's disconnect, the other's withdrawal, a round still open.
+  run metrics_of 0
+  assert_success
+  assert_line 'tfbarrier_store_hosts_lost_total 1'
+  assert_line 'tfbarrier_disconnects_total 1'
+  assert_line 'tfbarrier_withdrawals_total 1'
+  assert_line 'tfbarrier_barriers 1'
+  assert_line --regexp '^tfbarrier_oldest_open_round_age_seconds [1-9][0-9.]*$'
+  assert_line 'tfbarrier_store_apply_lag_revisions 0'
 }
 
 @test "kill -9 of the etcd leader mid-round: the round completes with the right verdict" {
@@ -474,7 +492,7 @@ a_follower() { echo $((($("$BATS_TEST_DIRNAME/../tools/etcd-cluster" leader "$ET
   f=$(a_follower)
   m=$(echo "$ETCD_ENDPOINTS" | cut -d, -f$((f + 1)))
   store_host 0
-  STORE_OF="etcd://${m#http://}/${STORE##*/}" store_host 1  # host 1 watches through member f only
+  STORE_OF="etcd://${m#http://}/${STORE##*/}" store_host 1 --metrics 127.0.0.1:0  # host 1 watches through member f only
   rounds 1 q1 0 1
   on 1 waiting --name q2 --n 2 --rank 1 --timeout 60s
   TFBARRIER_ADDR=$A_1 wait_arrived q2 1
@@ -491,6 +509,8 @@ a_follower() { echo $((($("$BATS_TEST_DIRNAME/../tools/etcd-cluster" leader "$ET
   on 0 other --name q2 --n 2 --rank 0
   expect_exits 0 other waiting
   ! grep -E "tfbarrier\[${STORE_PID[1]}\]: .*(was compacted|starting over)" "$HOST_LOG" || false
+  run metrics_of 1  # counted for an alert (issue #32 item 7)
+  assert_line --regexp '^tfbarrier_store_watch_restarts_total [1-9][0-9]*$'
 }
 
 @test "etcd's space quota exceeded (NOSPACE): the host says so and what to do, and no arrival is lost" {
@@ -505,13 +525,17 @@ a_follower() { echo $((($("$BATS_TEST_DIRNAME/../tools/etcd-cluster" leader "$ET
   qctl() { ETCDCTL_API=3 etcdctl --endpoints="http://127.0.0.1:$cp" "$@"; }
   for _ in $(seq 50); do qctl endpoint health >/dev/null 2>&1 && break; sleep 0.1; done
   STORE="etcd://127.0.0.1:$cp/quota"
-  store_host 0
+  store_host 0 --metrics 127.0.0.1:0
   head -c 300000 /dev/zero | tr '\0' x >"$q.value"
   for i in $(seq 40); do qctl put "/other/$i" <"$q.value" >/dev/null 2>&1 || break; done
   wait_for_match "$HOST_LOG" "error: etcd's space quota is exceeded \(alarm NOSPACE\).*ask its operator" 15
   # An arrival while etcd takes no writes waits for it, and is not lost.
   on 0 w0 --name q1 --n 2 --rank 0
   still_running 1 w0
+  # the refused writes are counted, and what waits is in the backlog (issue #32 item 7)
+  run metrics_of 0
+  assert_line --regexp '^tfbarrier_store_write_errors_total [1-9][0-9]*$'
+  assert_line --regexp '^tfbarrier_store_backlog_bytes [1-9][0-9]*$'
   qctl del --prefix /other >/dev/null
   rev=$(qctl get / --prefix --keys-only -w json | python3 -c 'import json,sys; print(json.load(sys.stdin)["header"]["revision"])')
   qctl compact "$rev" >/dev/null

@@ -172,6 +172,70 @@ TEST_F(Barrier, EndedRoundsForTheMetrics) {
   EXPECT_TRUE(abort(8, "a", "again").ended.empty());  // already aborted: no second count
 }
 
+// Issue #32 item 7: a round that nobody decided is told apart from one a
+// chief continued, and the node of its last arrival is named.
+TEST_F(Barrier, EndedRoundsSayWhetherAVerdictWasGivenAndWhoCameLast) {
+  arrive(1, "e", 3, 0);
+  tick(10);
+  arrive(3, "e", 3, 2);
+  tick(10);
+  output o = arrive(2, "e", 3, 1);
+  ASSERT_EQ(o.ended.size(), 1u);
+  EXPECT_FALSE(o.ended[0].decided);  // no chief: released with no verdict given
+  EXPECT_EQ(o.ended[0].last_node, "h2");
+  chief(4, "c", 2, 0);
+  tick(10);
+  arrive(5, "c", 2, 1);
+  o = decide(6, "c", cont);
+  ASSERT_EQ(o.ended.size(), 1u);
+  EXPECT_TRUE(o.ended[0].decided);
+  EXPECT_EQ(o.ended[0].v, cont);
+  EXPECT_EQ(o.ended[0].last_node, "h5");
+}
+
+// Issue #32 item 7: arrivals, withdrawals (LEAVE) and disconnects, counted
+// once each, and only for members of a round under way.
+TEST_F(Barrier, StepsTallyArrivalsWithdrawalsAndDisconnects) {
+  EXPECT_EQ(arrive(1, "e", 3, 0).counted.arrivals, 1u);
+  arrive(2, "e", 3, 1);
+  output o = leave(1, true);
+  EXPECT_EQ(o.counted.withdrawals, 1u);
+  EXPECT_EQ(o.counted.disconnects, 0u);
+  o = leave(2, false);
+  EXPECT_EQ(o.counted.disconnects, 1u);
+  EXPECT_EQ(leave(2, false).counted.disconnects, 0u);  // gone already: not twice
+  // A member of a released round that closes is no departure.
+  arrive(3, "r", 1, 0);
+  EXPECT_EQ(leave(3, false).counted.disconnects, 0u);
+  // Nor is a refused arrival an arrival.
+  arrive(4, "x", 2, 0);
+  EXPECT_EQ(arrive(5, "x", 3, 1).counted.arrivals, 0u);  // another n: refused
+}
+
+// Issue #32 item 7: tfbarrier_barriers counts rounds under way (a gathered
+// round waiting for its verdict too), not idle barriers; the oldest's age is
+// what a hang alert needs.
+TEST_F(Barrier, OpenRoundsAndTheOldestOfThem) {
+  EXPECT_EQ(bs.open_count(), 0u);
+  EXPECT_FALSE(bs.oldest_open().has_value());
+  for (conn_id c = 1; c <= 5; ++c) arrive(c, "done" + std::to_string(c), 1);  // released at once: idle
+  EXPECT_EQ(bs.barrier_count(), 5u);
+  EXPECT_EQ(bs.open_count(), 0u);
+  millis t0 = now;
+  arrive(10, "a", 2, 0);
+  tick(100);
+  chief(11, "g", 2, 0);
+  arrive(12, "g", 2, 1);  // gathered: the chief's verdict is awaited
+  EXPECT_EQ(bs.open_count(), 2u);
+  EXPECT_EQ(bs.oldest_open(), t0);
+  leave(10, true);  // "a" is idle again
+  EXPECT_EQ(bs.open_count(), 1u);
+  EXPECT_EQ(bs.oldest_open(), t0 + 100);
+  decide(13, "g", cont);
+  EXPECT_EQ(bs.open_count(), 0u);
+  EXPECT_FALSE(bs.oldest_open().has_value());
+}
+
 TEST_F(Barrier, OneParticipantReleasesAtOnce) {
   output o = arrive(1, "solo", 1);
   EXPECT_EQ(trace(o), "1: WAITING name=solo gen=1 arrived=1 n=1\n1: RELEASE name=solo gen=1 verdict=continue\n");

@@ -121,3 +121,70 @@ TEST(Http, BearerToken) {
   EXPECT_EQ(respond(http_request{"GET", "/metrics", "bearer s3cret"}, token, body).rfind("HTTP/1.1 200", 0), 0u);
   EXPECT_TRUE(made);
 }
+
+// Issue #32 item 7: rounds released with no verdict are verdict="none", not "continue".
+TEST(Metrics, RoundsWithoutAVerdictAreNone) {
+  counters c;
+  c.released_continue = 2;
+  c.released_undecided = 5;
+  std::string t = format(c, gauges{}, "1");
+  EXPECT_NE(t.find("tfbarrier_rounds_released_total{verdict=\"continue\"} 2\n"), std::string::npos);
+  EXPECT_NE(t.find("tfbarrier_rounds_released_total{verdict=\"none\"} 5\n"), std::string::npos);
+}
+
+// Issue #32 item 7: a series per node, bounded at any job size.
+TEST(Metrics, PerNodeLastIsBounded) {
+  counters c;
+  for (int i = 0; i < 1000; ++i) c.count_last("node" + std::to_string(i));
+  c.count_last("node3");
+  c.count_last("a\"b");
+  EXPECT_EQ(c.last_by_node.size(), max_node_series);
+  EXPECT_EQ(c.last_other, 1000 - max_node_series + 1);
+  std::string t = format(c, gauges{}, "1");
+  EXPECT_NE(t.find("tfbarrier_node_last_total{node=\"node3\"} 2\n"), std::string::npos);
+  EXPECT_NE(t.find("tfbarrier_node_last_total{node=\"_other\"} 969\n"), std::string::npos);
+  std::size_t series = 0;
+  for (std::size_t at = 0; (at = t.find("\ntfbarrier_node_last_total{", at)) != std::string::npos; ++at) ++series;
+  EXPECT_EQ(series, max_node_series + 1);
+}
+
+// Issue #32 item 7: a textfile's labels are on every sample, histograms' too,
+// so that two hosts' files on one node never export the same series.
+TEST(Metrics, LabelsGoOnEverySample) {
+  counters c;
+  c.spread.observe(0.5);
+  c.count_last("n1");
+  gauges g;
+  g.store = true;
+  g.process = process_stats{1.5, 1.7e9, 4096, 8192, 7, 1024};
+  std::string t = format(c, g, "1", "host=\"127.0.0.1:31000\"");
+  std::size_t samples = 0, at = 0;
+  while (at < t.size()) {
+    std::size_t e = t.find('\n', at);
+    std::string line = t.substr(at, e - at);
+    at = e + 1;
+    if (line.empty() || line[0] == '#') continue;
+    ++samples;
+    EXPECT_NE(line.find("host=\"127.0.0.1:31000\"}"), std::string::npos) << line;
+  }
+  EXPECT_GT(samples, 40u);
+  EXPECT_NE(t.find("tfbarrier_rounds_aborted_total{host=\"127.0.0.1:31000\"} 0\n"), std::string::npos);
+  EXPECT_NE(t.find("tfbarrier_node_last_total{node=\"n1\",host=\"127.0.0.1:31000\"} 1\n"), std::string::npos);
+  EXPECT_NE(t.find("process_open_fds{host=\"127.0.0.1:31000\"} 7\n"), std::string::npos);
+  EXPECT_NE(t.find("tfbarrier_store_apply_lag_revisions{host="), std::string::npos);
+}
+
+// The store's and the process's families appear only when they mean something.
+TEST(Metrics, StoreAndProcessFamiliesOnlyWhenKnown) {
+  std::string t = format(counters{}, gauges{}, "1");
+  EXPECT_EQ(t.find("tfbarrier_store_"), std::string::npos);
+  EXPECT_EQ(t.find("process_"), std::string::npos);
+  gauges g;
+  g.store = true;
+  g.store_apply_lag = 12;
+  g.process = process_stats{};
+  t = format(counters{}, g, "1");
+  EXPECT_NE(t.find("tfbarrier_store_apply_lag_revisions 12\n"), std::string::npos);
+  EXPECT_NE(t.find("# TYPE process_cpu_seconds_total counter\n"), std::string::npos);
+  EXPECT_NE(t.find("# TYPE process_start_time_seconds gauge\n"), std::string::npos);
+}
