@@ -361,4 +361,16 @@ std::vector<input::forget> follower::tick(millis mono_now, millis forget_after) 
   return out;
 }
 
+bool renew_overdue(const renewals& r, std::int64_t now, std::int64_t deadline) {
+  if (now - r.renewed_at <= deadline) return false;
+  return r.last_failed || (r.renewing_since != 0 && now - r.renewing_since > deadline / 3);
+}
+
+bool renew_watch::check(std::int64_t now, const renewals& r) {
+  if (checked_ && now - last_check_ > 5 * every_) grace_until_ = now + deadline_ / 3;
+  checked_ = true;
+  last_check_ = now;
+  return now >= grace_until_ && renew_overdue(r, now, deadline_);
+}
+
 }  // namespace tfb::store

@@ -165,4 +165,37 @@ class follower {
 /// True when in is refused (out then holds the reply).
 bool refuse_when_behind(const door_input& in, std::size_t backlog, std::size_t max, output& out);
 
+/// Issue #31 item 6: a host that cannot renew its lease must stop acting on
+/// its own before etcd may expire it (as Kubernetes' leader election has a
+/// renew deadline below the lease). Pure: every time is nanoseconds of one
+/// monotonic clock, given by the caller (link's keeper and host.cpp's timer).
+struct renewals {
+  std::int64_t renewed_at = 0;      ///< when the last renewal etcd granted (or the grant) was asked
+  std::int64_t renewing_since = 0;  ///< a renewal under way since then (0: none)
+  bool last_failed = false;         ///< the last renewal failed (etcd out of reach)
+};
+/// The renew deadline of a lease: two thirds of it.
+constexpr std::int64_t renew_deadline(std::int64_t lease_ns) { return lease_ns * 2 / 3; }
+/// Whether the host has gone longer than deadline without a granted renewal
+/// while its renewals fail: the last one failed, or one has been under way
+/// for more than a third of the deadline. A host that was only stopped
+/// (SIGSTOP) and renews at once when it runs again is not overdue.
+bool renew_overdue(const renewals& r, std::int64_t now, std::int64_t deadline);
+/// The host's periodic check (every `every`): true when it must fence
+/// itself now. After a gap in the checks (this process did not run for more
+/// than five periods: SIGSTOP, a starved machine) its keeper gets a third of
+/// the deadline to renew, or to hear that the lease is gone, before a
+/// renewal under way since then counts as failing.
+class renew_watch {
+ public:
+  renew_watch(std::int64_t deadline, std::int64_t every) : deadline_(deadline), every_(every) {}
+  bool check(std::int64_t now, const renewals& r);
+  std::int64_t deadline() const { return deadline_; }
+
+ private:
+  std::int64_t deadline_, every_;
+  std::int64_t last_check_ = 0, grace_until_ = 0;
+  bool checked_ = false;
+};
+
 }  // namespace tfb::store

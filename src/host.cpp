@@ -604,7 +604,7 @@ class server {
   /// may expire the lease (docs/store.md, "Honest outcomes").
   duration renew_deadline_ = opts_.store_lease * 2 / 3;
   asio::steady_timer renew_timer_{io_};
-  std::chrono::steady_clock::time_point renew_checked_{}, renew_grace_until_{};
+  std::optional<store::renew_watch> renew_watch_;  // the renew deadline's rule (follower.h)
   bool caught_up_ = false, refencing_ = false, store_refused_ = false, store_settings_refused_ = false;
   bool snapshot_pending_ = false;
   duration forget_after_ = opts_.forget_after;  ///< with a store, the store's (its origin record)
@@ -1054,17 +1054,13 @@ bool server::open_store(std::string& error) {
 
 void server::watch_renewals() {
   auto every = std::max<duration>(renew_deadline_ / 20, 50ms);
+  auto ns = [](auto d) { return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count(); };
+  if (!renew_watch_) renew_watch_.emplace(ns(renew_deadline_), ns(every));
   renew_timer_.expires_after(every);
-  renew_timer_.async_wait([this, every](asio::error_code ec) {
+  renew_timer_.async_wait([this, ns](asio::error_code ec) {
     if (ec || stopping_ || !link_) return;
-    auto now = std::chrono::steady_clock::now();
-    // This process did not run for a while (SIGSTOP, a starved machine):
-    // its keeper gets a moment to renew, or to hear that the lease is gone,
-    // before a renewal under way since then counts as failing.
-    if (renew_checked_ != decltype(renew_checked_){} && now - renew_checked_ > 5 * every)
-      renew_grace_until_ = now + renew_deadline_ / 3;
-    renew_checked_ = now;
-    if (!refencing_ && now >= renew_grace_until_ && link_->renew_overdue(renew_deadline_)) on_renew_overdue();
+    bool overdue = renew_watch_->check(ns(std::chrono::steady_clock::now().time_since_epoch()), link_->renewals_now());
+    if (!refencing_ && overdue) on_renew_overdue();
     watch_renewals();
   });
 }

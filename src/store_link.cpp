@@ -662,13 +662,6 @@ void link::writer_loop() {
   }
 }
 
-bool link::renew_overdue(std::chrono::steady_clock::duration deadline) const {
-  std::int64_t now = steady_ns(), since = renewing_since_;
-  auto d = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline).count();
-  if (now - renewed_at_ <= d) return false;
-  return renew_failed_ || (since != 0 && now - since > d / 3);
-}
-
 void link::keeper_loop() {
   // Six times a lease: a renewal that fails is tried again well before the
   // renew deadline (host.cpp, on_renew_overdue).

@@ -115,15 +115,11 @@ class link {
   /// After fenced: drop what is queued (and a batch still being retried),
   /// stop renewing the lease held now, and register a new incarnation.
   void reregister();
-  /// Whether this host has gone longer than `deadline` without renewing its
-  /// lease (since the request of the last renewal etcd granted, or since the
-  /// lease was granted) while its renewals fail: the last one failed, or one
-  /// has been under way for longer than a third of the deadline. Past it,
-  /// etcd may expire the lease at any moment, and the host must stop acting
-  /// on its own (docs/store.md, "Honest outcomes"). A host that was only
-  /// stopped (SIGSTOP) and renews at once when it runs again is not overdue:
-  /// etcd says whether its lease is gone. Thread-safe.
-  bool renew_overdue(std::chrono::steady_clock::duration deadline) const;
+  /// The keeper's renewals as they stand (thread-safe), for store::renew_watch
+  /// (follower.h): whether this host has gone past its renew deadline while
+  /// its renewals fail, and must stop acting on its own (docs/store.md,
+  /// "Honest outcomes").
+  renewals renewals_now() const { return {renewed_at_.load(), renewing_since_.load(), renew_failed_.load()}; }
   /// Leaves the store: revokes the lease (the presence goes with it).
   void stop();
   std::int64_t origin_revision() const { return origin_rev_; }

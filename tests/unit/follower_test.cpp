@@ -481,5 +481,52 @@ TEST(Follower, PastTheBacklogBoundNewWorkIsRefusedWithBusyAndADepartureIsTaken) 
   EXPECT_EQ(out.sends.size(), 3u);
 }
 
+// Issue #31 item 6: the renew deadline. A host whose renewals fail for
+// longer than two thirds of its lease stops acting on its own, before etcd
+// may expire the lease; one that is only slow, or was stopped and renews at
+// once when it runs again, goes on.
+TEST(Follower, ARenewalFailingPastTheRenewDeadlineFencesTheHostAndNothingElseDoes) {
+  constexpr std::int64_t s = 1'000'000'000;
+  const std::int64_t deadline = renew_deadline(6 * s);
+  EXPECT_EQ(deadline, 4 * s);
+  renewals r{10 * s, 0, false};
+  // Renewed 4 s ago or less: never overdue, whatever the renewals do now.
+  EXPECT_FALSE(renew_overdue({10 * s, 0, true}, 14 * s, deadline));
+  // Past the deadline with nothing failing (no renewal was due): not overdue.
+  EXPECT_FALSE(renew_overdue(r, 15 * s, deadline));
+  // The last renewal failed: overdue.
+  EXPECT_TRUE(renew_overdue({10 * s, 0, true}, 15 * s, deadline));
+  // A renewal under way for a moment: not yet; for more than a third of the deadline: overdue.
+  EXPECT_FALSE(renew_overdue({10 * s, 14 * s, false}, 15 * s, deadline));
+  EXPECT_TRUE(renew_overdue({10 * s, 13 * s, false}, 15 * s, deadline));
+}
+
+TEST(Follower, AfterAGapInTheChecksTheKeeperGetsAThirdOfTheDeadline) {
+  constexpr std::int64_t ms = 1'000'000;
+  const std::int64_t deadline = 4000 * ms, every = 200 * ms;
+  renew_watch w(deadline, every);
+  // Checks every 200 ms; the renewals fail from 1 s on.
+  renewals failing{1000 * ms, 0, true};
+  std::int64_t t = 0;
+  for (; t <= 5000 * ms; t += every) EXPECT_FALSE(w.check(t, failing)) << t;
+  t = 5200 * ms;
+  EXPECT_TRUE(w.check(t, failing));  // renewed 4.2 s ago, the last renewal failed
+  // A host stopped (SIGSTOP) for 10 s: at its first check it is far past the
+  // deadline with a renewal under way since before the stop, but it gets a
+  // third of the deadline to finish it before that counts.
+  renew_watch v(deadline, every);
+  EXPECT_FALSE(v.check(1000 * ms, {1000 * ms, 0, false}));
+  renewals stalled{1000 * ms, 1100 * ms, false};
+  EXPECT_FALSE(v.check(11'000 * ms, stalled));
+  EXPECT_FALSE(v.check(12'000 * ms, stalled));
+  EXPECT_TRUE(v.check(12'400 * ms, stalled));  // grace over: the renewal still hangs
+  // ...and when the keeper renews within the grace, nothing happens.
+  renew_watch u(deadline, every);
+  EXPECT_FALSE(u.check(1000 * ms, {1000 * ms, 0, false}));
+  EXPECT_FALSE(u.check(11'000 * ms, stalled));
+  EXPECT_FALSE(u.check(11'200 * ms, {11'100 * ms, 0, false}));
+  EXPECT_FALSE(u.check(14'000 * ms, {11'100 * ms, 0, false}));
+}
+
 }  // namespace
 }  // namespace tfb::store
