@@ -434,7 +434,7 @@ void define_serve_metrics(CLI::App* s, serve_options& serve) {
                 "loopback)")
       ->type_name("FILE");
   s->add_option("--metrics-textfile", serve.metrics_textfile,
-                "Write the metrics to FILE every 5s, atomically, for node_exporter's textfile collector; removed when the host ends")
+                "Write the metrics to FILE every 5s, for node_exporter; removed when the host ends")
       ->type_name("FILE");
 }
 
