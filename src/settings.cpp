@@ -778,7 +778,9 @@ class resolver {
       return s_.node.value.has_value();
     });
     if (s_.node.value) return true;
-    if (!hostname_.empty()) {
+    if (auto v = get("SLURMD_NODENAME"); v && proto::valid_name(*v)) {
+      s_.node = {*v, "env:SLURMD_NODENAME"};  // srun's, even where SLURM_JOB_ID is not passed on
+    } else if (!hostname_.empty()) {
       s_.node = {std::string(hostname_), "hostname"};
     } else {
       s_.node = {std::nullopt, "unset"};
