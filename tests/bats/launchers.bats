@@ -7,11 +7,13 @@
 # MPICH runs for real: Debian's mpich, `mpiexec -n 4 tfbarrier wait`, alone and
 # inside a Slurm job's variables (an mpiexec in an sbatch). The others are
 # tested through the environment their documentation describes, not a real
-# cluster: Grid Engine's Debian packages install, but a one-node cell
-# (qmaster, execd, a parallel environment, a queue) could not be brought up in
-# this test environment in the time this change had; PBS, LSF, Flux, HTCondor
-# and Kubernetes have no Debian packages to run.
+# cluster. Grid Engine: Debian has gridengine-master, -exec and -client
+# (`apt-get install -s` resolves them), but a one-node cell (qmaster, execd, a
+# parallel environment, a queue, a host name that resolves beyond loopback)
+# was not brought up in this test environment: its documented environment is
+# tested instead. PBS, LSF, Flux, HTCondor and Kubernetes have no cluster here.
 # shellcheck disable=SC2154  # $stderr is set by `run --separate-stderr`
+# shellcheck disable=SC2016  # sh -c scripts take their arguments as $0 and "$@"
 load helpers
 
 N=4
@@ -30,6 +32,8 @@ for _ in range(500):
     except OSError:
         pass')
   JOB=$((PORT - 10000 + 40000))  # mod 20000 is PORT - 10000
+  # Each task runs with only the variables its launcher gives it.
+  CLEAN=(env -i HOME="$HOME" PATH=/usr/bin:/bin)
 }
 teardown() {
   [ -n "${SELF_LOG:-}" ] && stop_self_started "$SELF_LOG"
@@ -42,8 +46,6 @@ host_on_port() {
   unset TFBARRIER_ADDR
 }
 
-# task I VAR=value...: the command line of task I, run with only these variables.
-clean_env() { echo env -i HOME="$HOME" PATH=/usr/bin:/bin; }
 
 # arrived_at SCOPE NAME COUNT: the host counts COUNT arrivals at NAME in SCOPE.
 arrived_at() {
@@ -57,15 +59,14 @@ arrived_at() {
   return 1
 }
 
-# run_job LAUNCHER SCOPE ENVFN: N tasks, task I with the variables `ENVFN I`
+# run_job SCOPE ENVFN: N tasks, task I with the variables `ENVFN I`
 # prints (one a line). The first N-1 wait; the last releases them all, together.
 run_job() {
-  local launcher=$1 scope=$2 envfn=$3 i vars
+  local scope=$1 envfn=$2 i vars
   for ((i = 0; i < N; i++)); do
     mapfile -t vars < <("$envfn" "$i")
     [ "$i" -eq $((N - 1)) ] && { arrived_at "$scope" epoch1 $((N - 1)); still_running 0.3 $(seq -f 't%g' 0 $((N - 2))); }
-    # shellcheck disable=SC2046
-    spawn "t$i" $(clean_env) "${vars[@]}" "$TFB" wait --name epoch1 --connect-timeout 10s
+    spawn "t$i" "${CLEAN[@]}" "${vars[@]}" "$TFB" wait --name epoch1 --connect-timeout 10s
   done
   # shellcheck disable=SC2046
   expect_exits 0 $(seq -f 't%g' 0 $((N - 1)))
@@ -75,8 +76,7 @@ run_job() {
 config_of() {
   local vars
   mapfile -t vars < <("$1" "$2")
-  # shellcheck disable=SC2046
-  run --separate-stderr $(clean_env) "${vars[@]}" "$TFB" config --json
+  run --separate-stderr "${CLEAN[@]}" "${vars[@]}" "$TFB" config --json
   assert_success
 }
 
@@ -106,10 +106,12 @@ pbs_env() {
   has launcher=pbs launchers='["pbs"]' rank=2 n=4 host=127.0.0.1 port="$PORT" scope="pbs-$JOB.pbs01" \
     source.rank=env:PBS_VNODENUM 'source.n=derived:PBS_NODEFILE (lines)' source.host=derived:PBS_NODEFILE \
     source.port=derived:PBS_JOBID source.scope=derived:PBS_JOBID
-  run_job pbs "pbs-$JOB.pbs01" pbs_env
+  run_job "pbs-$JOB.pbs01" pbs_env
   # An unreadable PBS_NODEFILE: exit 2, naming the variable, the file and why.
   rm "$BATS_TEST_TMPDIR/nodefile"
-  run --separate-stderr $(clean_env) $(pbs_env 0) "$TFB" wait --name x
+  local vars
+  mapfile -t vars < <(pbs_env 0)
+  run --separate-stderr "${CLEAN[@]}" "${vars[@]}" "$TFB" wait --name x
   assert_equal "$status" 2
   [[ $stderr == *"cannot read \"$BATS_TEST_TMPDIR/nodefile\", which PBS_NODEFILE names"*"No such file or directory"* ]] ||
     { echo "$stderr"; false; }
@@ -130,7 +132,7 @@ lsf_env() {
   has launcher=lsf rank=3 n=4 host=127.0.0.1 port="$PORT" scope="lsf-$JOB" \
     'source.rank=env:LSF_PM_TASKID (minus 1)' source.n=env:LSB_DJOB_NUMPROC source.host=derived:LSB_MCPU_HOSTS \
     source.port=derived:LSB_JOBID
-  run_job lsf "lsf-$JOB" lsf_env
+  run_job "lsf-$JOB" lsf_env
 }
 
 # ---- Grid Engine: tasks of qrsh -inherit, which get no rank --------------------
@@ -148,7 +150,7 @@ sge_env() {
   config_of sge_env 1
   has launcher=sge rank=1 n=4 host=127.0.0.1 port="$PORT" scope="sge-$JOB" \
     source.rank=env:TFBARRIER_RANK source.n=env:NSLOTS source.host=derived:PE_HOSTFILE source.port=derived:JOB_ID
-  run_job sge "sge-$JOB" sge_env
+  run_job "sge-$JOB" sge_env
 }
 
 # ---- Flux: flux run's tasks ------------------------------------------------------
@@ -166,7 +168,7 @@ flux_env() {
   has launcher=flux rank=0 n=4 host=127.0.0.1 port="$PORT" scope="flux-$JOB" may_start_host=true \
     source.rank=env:FLUX_TASK_RANK source.n=env:FLUX_JOB_SIZE source.port=derived:FLUX_JOB_ID source.host=default
   [[ $output == *'Flux does not say where rank 0 runs'* ]]
-  run_job flux "flux-$JOB" flux_env
+  run_job "flux-$JOB" flux_env
 }
 
 # ---- HTCondor's parallel universe -----------------------------------------------
@@ -181,7 +183,7 @@ condor_env() {
   host_on_port
   config_of condor_env 3
   has launcher=condor rank=3 n=4 scope=default source.rank=env:_CONDOR_PROCNO source.n=env:_CONDOR_NPROCS
-  run_job condor default condor_env
+  run_job default condor_env
 }
 
 # ---- Kubernetes Indexed Job: pod 0 through the headless service ------------------
@@ -197,6 +199,12 @@ k8s_env() {
 
 @test "Kubernetes: JOB_COMPLETION_INDEX, and pod 0 (JOB-0.SUBDOMAIN) starts the host the others reach" {
   [ "$(id -u)" -eq 0 ] && command -v unshare >/dev/null || skip "needs root for a mount namespace"
+  # The environment is the example manifest's: check that it gives the pods this.
+  local m=$BATS_TEST_DIRNAME/../../examples/kubernetes/indexed-job.yaml
+  grep -q 'completionMode: Indexed' "$m"
+  grep -q '^  name: train$' "$m"
+  grep -q 'subdomain: train-svc' "$m" && grep -A1 'name: SUBDOMAIN$' "$m" | grep -q 'value: train-svc'
+  grep -q 'completions: 4' "$m" && grep -A1 'name: TFBARRIER_N$' "$m" | grep -q 'value: "4"'
   echo "127.0.0.1 train-0.train-svc train-0" >"$BATS_TEST_TMPDIR/hosts"
   config_of k8s_env 2
   has launcher=k8s rank=2 n=4 host=train-0.train-svc scope=k8s-train may_start_host=false \
@@ -207,9 +215,8 @@ k8s_env() {
   SELF_LOG=$HOME/.tfbarrier/serve-$(hostname -s).log
   for i in 3 2 1 0; do
     mapfile -t vars < <(k8s_env "$i")
-    # shellcheck disable=SC2046
     spawn "p$i" unshare -m sh -c 'mount --bind "$0" /etc/hosts && exec "$@"' "$BATS_TEST_TMPDIR/hosts" \
-      $(clean_env) "${vars[@]}" "$TFB" wait --name epoch1 --connect-timeout 15s
+      "${CLEAN[@]}" "${vars[@]}" "$TFB" wait --name epoch1 --connect-timeout 15s
   done
   expect_exits 0 p0 p1 p2 p3
   SELF_LOG=$(ls "$HOME"/.tfbarrier/serve-*.log)
@@ -232,7 +239,6 @@ k8s_env() {
       $line == *'"n":"env:PMI_SIZE"'* && $line == *'"node":"env:MPIR_CVAR_CH3_INTERFACE_HOSTNAME"'* ]] ||
       { echo "rank $r: $line"; false; }
   done
-  SECONDS=0
   run --separate-stderr timeout 30 env -i HOME="$HOME" PATH=/usr/bin:/bin TFBARRIER_PORT="$HOST_PORT" \
     "$MPIEXEC" -n 4 "$TFB" wait --name mpi1 --connect-timeout 10s
   assert_success
@@ -249,7 +255,8 @@ k8s_env() {
   run --separate-stderr env -i HOME="$HOME" PATH=/usr/bin:/bin "${slurm[@]}" \
     mpiexec.mpich -n 4 sh -c '"$0" config --json | tr -d "\n "; echo' "$TFB"
   assert_success
-  local line=$(grep -F '"rank":2,' <<<"$output")
+  local line
+  line=$(grep -F '"rank":2,' <<<"$output")
   [[ $line == *'"launcher":"mpich","launchers":["mpich","slurm"]'* && $line == *"\"port\":$PORT,"* &&
     $line == *'"rank":"env:PMI_RANK"'* && $line == *'"host":"derived:SLURM_JOB_NODELIST"'* &&
     $line == *'"port":"derived:SLURM_JOB_ID"'* && $line == *"\"scope\":\"slurm-$JOB.0\""* ]] ||
