@@ -1,7 +1,10 @@
 #pragma once
 // Where every setting comes from: flag, then TFBARRIER_* variables, then the
-// launcher's variables (Slurm, torchrun, Open MPI, MPICH/PMI), then defaults.
-// Pure: the environment is passed in, nothing is read from the process.
+// launchers' variables (innermost launcher first: docs/launchers.md has the
+// table of every variable read), then defaults.
+// Pure: the environment and the files it names are passed in, nothing is read
+// from the process.
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -20,6 +23,12 @@ constexpr std::uint16_t default_port_for(std::uint32_t uid) { return static_cast
 
 /// Reads one environment variable; nullopt when unset.
 using env_lookup = std::function<std::optional<std::string>(std::string_view)>;
+/// Reads a file that a launcher's variable names (PBS_NODEFILE, PE_HOSTFILE,
+/// HYDRA_HOST_FILE): its text, or nullopt and why not (a clause: "No such
+/// file or directory", "it is larger than 1 MiB").
+using file_lookup = std::function<std::optional<std::string>(const std::string& path, std::string& why)>;
+/// The most of a launcher's file that is read (read_launcher_file's bound).
+inline constexpr std::size_t max_launcher_file = 1 << 20;
 
 /// What the command line gave (already parsed, not yet validated against the env).
 struct flag_inputs {
@@ -43,19 +52,25 @@ struct sourced {
   std::string source;
 };
 
-/// Who started this process, read from its variables.
-enum class launcher_kind { none, slurm, torchrun, openmpi, pmi };
-/// "none", "slurm", "torchrun", "openmpi" or "pmi", as `tfbarrier config` prints it.
+/// Who started this process, read from its variables. docs/launchers.md.
+enum class launcher_kind { none, slurm, torchrun, openmpi, pmi, mpich, flux, condor, k8s, pbs, lsf, sge };
+/// "none", "slurm", "torchrun", "openmpi", "pmi", "mpich", "flux", "condor",
+/// "k8s", "pbs", "lsf" or "sge", as `tfbarrier config` prints it.
 std::string_view to_string(launcher_kind l);
+/// Every launcher tfbarrier knows, innermost first: the order in which two
+/// launchers' variables in one environment are read (an mpiexec inside an
+/// sbatch: MPICH's rank, then Slurm's job).
+const std::vector<launcher_kind>& known_launchers();
 
 struct settings {
-  launcher_kind launcher = launcher_kind::none;
+  launcher_kind launcher = launcher_kind::none;   ///< the innermost launcher: the one that started this process
+  std::vector<launcher_kind> launchers;           ///< every launcher whose variables are set, innermost first
   sourced<std::string> host;     ///< where the host runs (name or address)
   sourced<std::uint16_t> port;
   sourced<std::uint32_t> n;
   sourced<std::uint32_t> rank;
   sourced<std::string> scope;    ///< barrier namespace: job and attempt
-  sourced<std::string> node;     ///< this machine's node name (TFBARRIER_NODE, else SLURMD_NODENAME, else hostname passed in)
+  sourced<std::string> node;     ///< this machine's node name (TFBARRIER_NODE, else the launcher's, else hostname passed in)
   sourced<bool> insecure;        ///< --insecure or TFBARRIER_INSECURE: auth=none accepted beyond loopback
   sourced<std::string> store;    ///< TFBARRIER_STORE: the store a host of this job keeps the barriers in (serve --store)
   sourced<std::string> store_user;  ///< TFBARRIER_STORE_USER: the etcd user a host logs in as (never its password)
@@ -66,10 +81,16 @@ struct settings {
   std::string addr() const;      ///< "host:port" ("[v6]:port" for IPv6 literals)
 };
 
-/// Resolves all settings. `hostname` is this machine's short host name.
+/// Resolves all settings. `hostname` is this machine's short host name;
+/// `files` reads the files that launchers' variables name (none without it).
 /// Returns nullopt and sets error (a full sentence: what is wrong, what to do) on bad input.
 std::optional<settings> resolve_settings(const flag_inputs& flags, const env_lookup& env,
-                                         std::string_view hostname, std::string& error);
+                                         std::string_view hostname, std::string& error,
+                                         const file_lookup& files = {});
+/// file_lookup for the real file system: at most max_launcher_file bytes. The
+/// one function here that touches the system; resolve_settings never calls it
+/// but through the file_lookup it is given.
+std::optional<std::string> read_launcher_file(const std::string& path, std::string& why);
 
 /// Checks the text of --n or --rank: "" when valid, else why not
 /// ("\"abc\" is not a rank: a rank runs from 0 to 999999"). Decimal only: a

@@ -175,7 +175,7 @@ std::optional<settings> resolve(const common_options& c, std::optional<std::uint
   f.insecure = c.insecure;
   f.uid = ::getuid();
   std::string error;
-  auto s = resolve_settings(f, process_env(), short_hostname(), error);
+  auto s = resolve_settings(f, process_env(), short_hostname(), error, read_launcher_file);
   if (!s) print_error(error);
   return s;
 }

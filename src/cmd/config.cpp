@@ -30,7 +30,11 @@ command_parser define_config(CLI::App& app) {
   add_counts(cf, v->o.n, v->o.rank, "As for wait", "As for wait");
   cf->add_flag("--json", v->o.json, "JSON for scripts");
   add_common(cf, v->common);
-  set_footer(cf, "Example:\n  srun -n 2 tfbarrier config\n");
+  set_footer(cf,
+             "Launchers read, innermost first (man tfbarrier, ENVIRONMENT): torchrun, Open MPI, MPICH and Intel MPI\n"
+             "(Hydra), Flux, HTCondor's parallel universe, Kubernetes Indexed Jobs, Slurm, PMI, PBS Pro/OpenPBS/Torque,\n"
+             "LSF, Grid Engine.\n\n"
+             "Examples:\n  srun -n 2 tfbarrier config\n  mpiexec -n 4 tfbarrier config --json\n");
   return [v] { return command_options(v->parsed()); };
 }
 

@@ -129,7 +129,7 @@ void add_common(CLI::App* sub, common_typed& typed) {
                     "Use the barriers of this store (env TFBARRIER_STORE), through this machine's own host of it, "
                     "started if need be: from a login node, for example (docs/store.md)")
         ->type_name("etcd://HOST:PORT[,HOST:PORT...][/PREFIX]");
-  sub->add_option("--scope", c.scope, "Barrier namespace (env TFBARRIER_SCOPE; default: the Slurm job and attempt, else 'default')")
+  sub->add_option("--scope", c.scope, "Barrier namespace (env TFBARRIER_SCOPE; default: the launcher's job and attempt, else 'default')")
       ->check(scope_validator());
   sub->add_option("--connect-timeout", t.connect_timeout,
                   std::string("Give up connecting after DUR (default ") +

@@ -141,11 +141,28 @@ bad_value() {
   [[ $output == *'PMI does not say where rank 0 runs'* ]]
 }
 
-@test "Slurm wins over torchrun and MPI variables set in the same environment" {
-  cfg SLURM_JOB_ID=9 SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=1 SLURM_STEP_NODELIST=n1 \
-    RANK=7 WORLD_SIZE=16 MASTER_ADDR=elsewhere OMPI_COMM_WORLD_SIZE=32 PMI_SIZE=64
+@test "two launchers at once, the innermost first: an mpirun inside an sbatch takes MPI's rank and Slurm's job" {
+  # Open MPI's ranks in a batch script: the job's variables, not a step's.
+  cfg SLURM_JOB_ID=9 SLURM_JOB_NODELIST='n[1-2]' SLURM_NTASKS=1 SLURM_PROCID=0 SLURMD_NODENAME=n2 \
+    OMPI_COMM_WORLD_SIZE=8 OMPI_COMM_WORLD_RANK=5
   assert_success
-  has_fields launcher=slurm host=n1 n=2 rank=1 source.n=env:SLURM_STEP_NUM_TASKS
+  has_fields launcher=openmpi 'launchers=["openmpi", "slurm"]' host=n1 port=10009 n=8 rank=5 scope=slurm-9.0 \
+    node=n2 may_start_host=false warnings=[] source.n=env:OMPI_COMM_WORLD_SIZE source.rank=env:OMPI_COMM_WORLD_RANK \
+    source.host=derived:SLURM_JOB_NODELIST source.port=derived:SLURM_JOB_ID source.scope=derived:SLURM_JOB_ID
+  # torchrun inside an srun step: torchrun's rank, size, host and run; Slurm's port.
+  cfg SLURM_JOB_ID=9 SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=1 SLURM_STEP_NODELIST=n1 \
+    RANK=7 WORLD_SIZE=16 MASTER_ADDR=trainer0 TORCHELASTIC_RUN_ID=r1
+  assert_success
+  has_fields launcher=torchrun 'launchers=["torchrun", "slurm"]' host=trainer0 n=16 rank=7 port=10009 \
+    scope=torchrun-r1.0 source.port=derived:SLURM_JOB_ID
+  # srun --mpi=pmi2 sets PMI_RANK and PMI_SIZE itself: still Slurm's task.
+  cfg SLURM_JOB_ID=9 SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=1 SLURM_STEP_NODELIST=n1 PMI_RANK=1 PMI_SIZE=2
+  assert_success
+  has_fields launcher=slurm 'launchers=["slurm", "pmi"]' host=n1 n=2 rank=1 source.n=env:SLURM_STEP_NUM_TASKS
+  # The text form says it in words.
+  run --separate-stderr env -i HOME="$HOME" PATH=/usr/bin:/bin SLURM_JOB_ID=9 SLURM_JOB_NODELIST=n1 \
+    OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 "$TFB" config
+  assert_line --regexp '^launcher +openmpi \(inside slurm\)$'
 }
 
 @test "the text form shows every value with its source" {

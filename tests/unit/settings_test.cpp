@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cstdio>
 #include <map>
+#include <vector>
 #include <string>
 
 namespace tfb {
@@ -21,6 +24,32 @@ env_lookup lookup(const env_map& env) {
     if (it == env.end()) return std::nullopt;
     return it->second;
   };
+}
+
+file_lookup files_of(const env_map& files) {
+  return [&files](const std::string& path, std::string& why) -> std::optional<std::string> {
+    auto it = files.find(path);
+    if (it == files.end()) {
+      why = "No such file or directory";
+      return std::nullopt;
+    }
+    return it->second;
+  };
+}
+
+settings ok_files(const env_map& env, const env_map& files, const flag_inputs& flags = {},
+                  std::string_view hostname = "myhost") {
+  std::string error;
+  auto s = resolve_settings(flags, lookup(env), hostname, error, files_of(files));
+  EXPECT_TRUE(s.has_value()) << error;
+  return s.value_or(settings{});
+}
+
+std::string err_files(const env_map& env, const env_map& files, std::string_view hostname = "myhost") {
+  std::string error;
+  auto s = resolve_settings({}, lookup(env), hostname, error, files_of(files));
+  EXPECT_FALSE(s.has_value()) << "resolved to " << (s ? settings_to_text(*s) : "");
+  return error;
 }
 
 settings ok(const env_map& env, const flag_inputs& flags = {}, std::string_view hostname = "myhost") {
@@ -148,12 +177,19 @@ TEST(Launcher, NoneWhenNothingIsSet) { EXPECT_EQ(ok({}).launcher, launcher_kind:
 
 TEST(Launcher, SlurmWhenJobIdIsSet) { EXPECT_EQ(ok(slurm_step()).launcher, launcher_kind::slurm); }
 
-TEST(Launcher, SlurmWinsOverEverythingElse) {
+TEST(Launcher, TheInnermostWinsAndTheOthersAreListedInOrder) {
+  // torchrun inside mpirun inside an srun step: torchrun started the process.
   env_map env = slurm_step();
   env.merge(torchrun_worker());
   env.merge(openmpi_rank("1"));
   env.merge(pmi_rank("1"));
-  EXPECT_EQ(ok(env).launcher, launcher_kind::slurm);
+  settings s = ok(env);
+  EXPECT_EQ(s.launcher, launcher_kind::torchrun);
+  EXPECT_EQ(s.launchers, (std::vector<launcher_kind>{launcher_kind::torchrun, launcher_kind::openmpi,
+                                                     launcher_kind::slurm, launcher_kind::pmi}));
+  EXPECT_EQ(s.rank.source, "env:RANK");
+  EXPECT_EQ(s.scope.value, "torchrun-job7.0");   // torchrun's own run id
+  EXPECT_EQ(s.port.source, "derived:SLURM_JOB_ID");  // torchrun gives no port: the job's
 }
 
 TEST(Launcher, TorchrunByRunId) { EXPECT_EQ(ok({{"TORCHELASTIC_RUN_ID", "r"}, {"MASTER_ADDR", "m"}}).launcher, launcher_kind::torchrun); }
@@ -637,11 +673,12 @@ TEST(N, PrecedenceNone) {
 }
 
 TEST(N, OtherLaunchersVariablesAreIgnored) {
-  // Slurm job without SLURM_NTASKS: WORLD_SIZE/OMPI/PMI sizes do not count.
+  // Slurm job without SLURM_NTASKS: WORLD_SIZE (torchrun's only with RANK and
+  // MASTER_ADDR) and PMI_SIZE (a bare PMI in a Slurm job is srun's) do not count.
+  // OMPI_COMM_WORLD_SIZE would: that is an mpirun inside the job (Launchers.*).
   settings s = ok({{"SLURM_JOB_ID", "1"},
                    {"SLURM_JOB_NODELIST", "n1"},
                    {"WORLD_SIZE", "4"},
-                   {"OMPI_COMM_WORLD_SIZE", "4"},
                    {"PMI_SIZE", "4"}});
   EXPECT_EQ(s.n.value, std::nullopt);
   EXPECT_EQ(s.n.source, "unset");
@@ -1110,7 +1147,8 @@ TEST(Json, AllKeysAndSources) {
   EXPECT_EQ(j["source"]["store"], "default");
   EXPECT_TRUE(j["store_user"].is_null());  // issue #31 item 9: the etcd user, never its password
   EXPECT_EQ(j["source"]["store_user"], "default");
-  EXPECT_EQ(j.size(), 15u);
+  EXPECT_EQ(j["launchers"], nlohmann::json::array({"slurm"}));
+  EXPECT_EQ(j.size(), 16u);
   EXPECT_EQ(j["source"].size(), 9u);
 }
 
@@ -1205,5 +1243,376 @@ TEST(Text, UnsetValuesAndWarnings) {
   EXPECT_CONTAINS(text, "warning         SLURM_PROCID is ignored");
 }
 
+}  // namespace
+}  // namespace tfb
+
+// ---- Every launcher (docs/launchers.md): the environment each documents ----
+
+namespace tfb {
+namespace {
+namespace launchers {
+
+using L = launcher_kind;
+
+// Rank 2 of `mpiexec -n 4` (Hydra), on the host that Hydra's host list calls n02.
+env_map hydra(std::string rank = "2") {
+  return {{"PMI_RANK", std::move(rank)}, {"PMI_SIZE", "4"},    {"PMI_FD", "6"},
+          {"MPI_LOCALRANKID", "0"},      {"MPI_LOCALNRANKS", "2"}, {"HYDI_CONTROL_FD", "7"},
+          {"MPIR_CVAR_CH3_INTERFACE_HOSTNAME", "n02"}};
+}
+// Task 3 of `pbsdsh` in job 1234.pbs01 (4 cpus on 2 nodes), on n02.
+env_map pbsdsh(std::string vnode = "3") {
+  return {{"PBS_JOBID", "1234.pbs01"}, {"PBS_NODEFILE", "/var/spool/pbs/aux/1234.pbs01"},
+          {"PBS_TASKNUM", "5"},        {"PBS_NODENUM", "1"},
+          {"PBS_VNODENUM", std::move(vnode)}, {"PBS_O_HOST", "login1"}};
+}
+const env_map pbs_files = {{"/var/spool/pbs/aux/1234.pbs01", "n01.cluster\nn01.cluster\nn02.cluster\nn02.cluster\n"}};
+// Task 2 (LSF_PM_TASKID 3) of `blaunch` in job 77 (6 slots on two hosts).
+env_map blaunch(std::string task = "3") {
+  return {{"LSB_JOBID", "77"}, {"LSB_MCPU_HOSTS", "hostA 4 hostB 2"}, {"LSB_HOSTS", "hostA hostA hostA hostA hostB hostB"},
+          {"LSB_DJOB_NUMPROC", "6"}, {"LSF_PM_TASKID", std::move(task)}};
+}
+// A task that `qrsh -inherit` started in job 42 of parallel environment with 4 slots.
+env_map sge_task() {
+  return {{"JOB_ID", "42"}, {"SGE_TASK_ID", "undefined"}, {"NSLOTS", "4"},
+          {"PE_HOSTFILE", "/var/spool/sge/n1/active_jobs/42.1/pe_hostfile"}, {"SGE_ROOT", "/var/lib/gridengine"}};
+}
+const env_map sge_files = {{"/var/spool/sge/n1/active_jobs/42.1/pe_hostfile",
+                            "n1.example.org 2 all.q@n1.example.org UNDEFINED\nn2.example.org 2 all.q@n2.example.org UNDEFINED\n"}};
+// Task 1 of `flux run -n 3` in job ƒ22 (F58 for 59).
+env_map flux_task(std::string rank = "1") {
+  return {{"FLUX_JOB_ID", "\xc6\x92" "22"}, {"FLUX_JOB_SIZE", "3"}, {"FLUX_JOB_NNODES", "1"},
+          {"FLUX_TASK_RANK", std::move(rank)}, {"FLUX_TASK_LOCAL_ID", "1"}, {"FLUX_URI", "local:///tmp/flux"}};
+}
+// Node 2 of an HTCondor parallel-universe job of 5.
+env_map condor_node(std::string procno = "2") {
+  return {{"_CONDOR_PROCNO", std::move(procno)}, {"_CONDOR_NPROCS", "5"}, {"_CONDOR_REMOTE_SPOOL_DIR", "/spool"}};
+}
+// Pod 3 of the Indexed Job "train", whose pods' subdomain (headless service) is "train-svc".
+env_map indexed_pod(std::string index = "3") {
+  return {{"JOB_COMPLETION_INDEX", index}, {"HOSTNAME", "train-" + index}, {"SUBDOMAIN", "train-svc"}};
+}
+
+TEST(Launchers, EachIsDetectedByItsOwnVariables) {
+  EXPECT_EQ(ok(hydra()).launcher, L::mpich);
+  EXPECT_EQ(ok_files(pbsdsh(), pbs_files).launcher, L::pbs);
+  EXPECT_EQ(ok(blaunch()).launcher, L::lsf);
+  EXPECT_EQ(ok_files(sge_task(), sge_files).launcher, L::sge);
+  EXPECT_EQ(ok(flux_task()).launcher, L::flux);
+  EXPECT_EQ(ok(condor_node()).launcher, L::condor);
+  EXPECT_EQ(ok(indexed_pod()).launcher, L::k8s);
+  // A JOB_ID alone is anybody's: Grid Engine's comes with SGE_TASK_ID or PE_HOSTFILE.
+  EXPECT_EQ(ok({{"JOB_ID", "42"}}).launcher, L::none);
+  EXPECT_EQ(ok({{"JOB_ID", "42"}, {"SGE_TASK_ID", "undefined"}}).launcher, L::sge);
+}
+
+TEST(Launchers, NamesAndOrder) {
+  EXPECT_EQ(to_string(L::mpich), "mpich");
+  EXPECT_EQ(to_string(L::k8s), "k8s");
+  EXPECT_EQ(to_string(L::sge), "sge");
+  const auto& all = known_launchers();
+  auto at = [&](L l) { return std::find(all.begin(), all.end(), l) - all.begin(); };
+  // Task launchers before the schedulers they run inside.
+  for (L inner : {L::torchrun, L::openmpi, L::mpich, L::flux, L::condor, L::k8s})
+    for (L outer : {L::slurm, L::pbs, L::lsf, L::sge}) EXPECT_LT(at(inner), at(outer)) << to_string(inner);
+  EXPECT_LT(at(L::slurm), at(L::pmi));  // srun --mpi=pmi2's own PMI
+  EXPECT_LT(at(L::pmi), at(L::pbs));
+}
+
+TEST(Launchers, MpichRankSizeAndNodeFromHydra) {
+  settings s = ok(hydra());
+  EXPECT_EQ(s.rank.value, 2u);
+  EXPECT_EQ(s.rank.source, "env:PMI_RANK");
+  EXPECT_EQ(s.n.value, 4u);
+  EXPECT_EQ(s.n.source, "env:PMI_SIZE");
+  EXPECT_EQ(s.node.value, "n02");
+  EXPECT_EQ(s.node.source, "env:MPIR_CVAR_CH3_INTERFACE_HOSTNAME");
+  EXPECT_EQ(s.launchers, std::vector<L>{L::mpich});  // not also "pmi"
+  // No host file: Hydra runs everything here, and says so.
+  EXPECT_EQ(s.host.value, "127.0.0.1");
+  ASSERT_EQ(s.warnings.size(), 1u);
+  EXPECT_CONTAINS(s.warnings[0], "MPICH / Intel MPI (Hydra) does not say where rank 0 runs");
+  EXPECT_FALSE(s.may_start_host);
+  EXPECT_TRUE(ok(hydra("0")).may_start_host);
+}
+
+TEST(Launchers, MpichHostFileGivesRankZerosHost) {
+  env_map env = hydra();
+  env["HYDRA_HOST_FILE"] = "/home/u/hosts";
+  settings s = ok_files(env, {{"/home/u/hosts", "# the nodes\n\n  n01:2\nn02:2\n"}});
+  EXPECT_EQ(s.host.value, "n01");
+  EXPECT_EQ(s.host.source, "derived:HYDRA_HOST_FILE");
+  EXPECT_TRUE(s.warnings.empty());
+  EXPECT_FALSE(s.may_start_host);  // this is n02
+  env["MPIR_CVAR_CH3_INTERFACE_HOSTNAME"] = "n01";
+  EXPECT_TRUE(ok_files(env, {{"/home/u/hosts", "n01:2\nn02:2\n"}}).may_start_host);
+  // Intel MPI's name for it.
+  env.erase("HYDRA_HOST_FILE");
+  env["I_MPI_HYDRA_HOST_FILE"] = "/h";
+  EXPECT_EQ(ok_files(env, {{"/h", "gpu7\n"}}).host.source, "derived:I_MPI_HYDRA_HOST_FILE");
+  // Unreadable: a clear error, naming the variable and the file.
+  EXPECT_EQ(err_files(env, {}),
+            "cannot read \"/h\", which I_MPI_HYDRA_HOST_FILE names as the job's hosts: No such file or directory; set "
+            "TFBARRIER_HOST or TFBARRIER_ADDR, or pass --addr HOST:PORT");
+  EXPECT_CONTAINS(err_files(env, {{"/h", "# nothing\n"}}), "which lists no host");
+}
+
+TEST(Launchers, MpiexecInsideSbatchTakesMpichsRankAndSlurmsJob) {
+  // Hydra under Slurm starts its proxies with srun, one per node: the step's
+  // SLURM_PROCID is the node's index and the step's node list that of the proxies.
+  env_map env = hydra("3");
+  env.merge(env_map{{"SLURM_JOB_ID", "4242"}, {"SLURM_JOB_NODELIST", "n[01-02]"}, {"SLURM_STEP_NODELIST", "n02"},
+                    {"SLURM_STEP_NUM_TASKS", "1"}, {"SLURM_PROCID", "0"}, {"SLURMD_NODENAME", "n02"},
+                    {"SLURM_NTASKS", "8"}});
+  settings s = ok(env);
+  EXPECT_EQ(s.launcher, L::mpich);
+  EXPECT_EQ(s.launchers, (std::vector<L>{L::mpich, L::slurm}));
+  EXPECT_EQ(s.rank.value, 3u);
+  EXPECT_EQ(s.rank.source, "env:PMI_RANK");
+  EXPECT_EQ(s.n.value, 4u);
+  EXPECT_EQ(s.host.value, "n01");  // the job's first node, not the proxies' step's
+  EXPECT_EQ(s.host.source, "derived:SLURM_JOB_NODELIST");
+  EXPECT_EQ(s.port.value, 14242);
+  EXPECT_EQ(s.scope.value, "slurm-4242.0");
+  EXPECT_EQ(s.node.source, "env:MPIR_CVAR_CH3_INTERFACE_HOSTNAME");
+  EXPECT_TRUE(s.warnings.empty());
+  EXPECT_FALSE(s.may_start_host);  // n02; the tasks on n01 start it
+  env["MPIR_CVAR_CH3_INTERFACE_HOSTNAME"] = "n01";
+  EXPECT_TRUE(ok(env).may_start_host);
+  EXPECT_CONTAINS(settings_to_text(ok(env)), "mpich (inside slurm)");
+}
+
+TEST(Launchers, OpenMpiInsideSbatch) {
+  env_map env = openmpi_rank("5");
+  env.merge(slurm_batch());
+  settings s = ok(env);
+  EXPECT_EQ(s.launchers, (std::vector<L>{L::openmpi, L::slurm}));
+  EXPECT_EQ(s.rank.value, 5u);
+  EXPECT_EQ(s.n.value, 6u);
+  EXPECT_EQ(s.n.source, "env:OMPI_COMM_WORLD_SIZE");
+  EXPECT_EQ(s.host.value, "n01");
+  EXPECT_EQ(s.scope.source, "derived:SLURM_JOB_ID");
+  EXPECT_TRUE(s.warnings.empty());  // no SLURM_PROCID warning: Open MPI gives the rank
+}
+
+TEST(Launchers, SrunsOwnPmiIsSlurm) {
+  // srun --mpi=pmi2 sets PMI_RANK and PMI_SIZE to the task's own rank and size.
+  env_map env = slurm_step();
+  env.merge(env_map{{"PMI_RANK", "5"}, {"PMI_SIZE", "8"}, {"PMI_FD", "5"}});
+  settings s = ok(env);
+  EXPECT_EQ(s.launcher, L::slurm);
+  EXPECT_EQ(s.rank.source, "env:SLURM_PROCID");
+  EXPECT_EQ(s.host.source, "derived:SLURM_STEP_NODELIST");
+}
+
+TEST(Launchers, PbsdshTasks) {
+  settings s = ok_files(pbsdsh(), pbs_files, {}, "n02");
+  EXPECT_EQ(s.rank.value, 3u);
+  EXPECT_EQ(s.rank.source, "env:PBS_VNODENUM");
+  EXPECT_EQ(s.n.value, 4u);
+  EXPECT_EQ(s.n.source, "derived:PBS_NODEFILE (lines)");
+  EXPECT_EQ(s.host.value, "n01.cluster");
+  EXPECT_EQ(s.host.source, "derived:PBS_NODEFILE");
+  EXPECT_EQ(s.port.value, 10000 + 1234);
+  EXPECT_EQ(s.port.source, "derived:PBS_JOBID");
+  EXPECT_EQ(s.scope.value, "pbs-1234.pbs01");
+  EXPECT_FALSE(s.may_start_host);
+  // On the first node (its short name), whatever the rank.
+  EXPECT_TRUE(ok_files(pbsdsh("1"), pbs_files, {}, "n01").may_start_host);
+  // Torque's PBS_NP wins over counting lines.
+  env_map env = pbsdsh();
+  env["PBS_NP"] = "4";
+  EXPECT_EQ(ok_files(env, pbs_files).n.source, "env:PBS_NP");
+}
+
+TEST(Launchers, PbsJobScriptHasNoRankAndArraysGetTheirOwnScope) {
+  env_map env = pbsdsh();
+  env.erase("PBS_TASKNUM");
+  settings s = ok_files(env, pbs_files);
+  EXPECT_FALSE(s.rank.value);
+  env["PBS_JOBID"] = "1234[7].pbs01";
+  EXPECT_EQ(ok_files(env, pbs_files).scope.value, "pbs-1234_7_.pbs01");
+  EXPECT_EQ(ok_files(env, pbs_files).port.value, 10000 + 1234);
+  env["PBS_JOBID"] = "pbs01";
+  EXPECT_CONTAINS(err_files(env, pbs_files), "PBS_JOBID=\"pbs01\" is not a job number");
+}
+
+TEST(Launchers, PbsNodefileUnreadableIsAClearError) {
+  EXPECT_EQ(err_files(pbsdsh(), {}),
+            "cannot read \"/var/spool/pbs/aux/1234.pbs01\", which PBS_NODEFILE names as the job's hosts: No such file "
+            "or directory; set TFBARRIER_HOST or TFBARRIER_ADDR, or pass --addr HOST:PORT");
+  // With the host given, the file is still read for n; with n given too, never.
+  env_map env = pbsdsh();
+  env["TFBARRIER_HOST"] = "n01";
+  EXPECT_CONTAINS(err_files(env, {}), "which PBS_NODEFILE names as the job's cpus");
+  env["TFBARRIER_N"] = "4";
+  EXPECT_EQ(ok_files(env, {}).n.value, 4u);
+}
+
+TEST(Launchers, BlaunchTasks) {
+  settings s = ok(blaunch(), {}, "hostB");
+  EXPECT_EQ(s.rank.value, 2u);
+  EXPECT_EQ(s.rank.source, "env:LSF_PM_TASKID (minus 1)");
+  EXPECT_EQ(s.n.value, 6u);
+  EXPECT_EQ(s.n.source, "env:LSB_DJOB_NUMPROC");
+  EXPECT_EQ(s.host.value, "hostA");
+  EXPECT_EQ(s.host.source, "derived:LSB_MCPU_HOSTS");
+  EXPECT_EQ(s.port.value, 10077);
+  EXPECT_EQ(s.scope.value, "lsf-77");
+  EXPECT_FALSE(s.may_start_host);
+  EXPECT_TRUE(ok(blaunch(), {}, "hostA").may_start_host);
+  env_map env = blaunch();
+  env["LSB_JOBINDEX"] = "5";
+  EXPECT_EQ(ok(env).scope.value, "lsf-77-5");
+  env["LSB_JOBINDEX"] = "0";  // not an array job
+  EXPECT_EQ(ok(env).scope.value, "lsf-77");
+  EXPECT_CONTAINS(err(blaunch("0")), "LSF_PM_TASKID=\"0\" is not a rank");
+  EXPECT_CONTAINS(err(blaunch("7")), "rank 6 (from LSF_PM_TASKID (minus 1)) is not below n=6");
+  // The job script itself (no LSF_PM_TASKID) has no rank.
+  env = blaunch();
+  env.erase("LSF_PM_TASKID");
+  EXPECT_FALSE(ok(env).rank.value);
+}
+
+TEST(Launchers, GridEngineTasks) {
+  settings s = ok_files(sge_task(), sge_files, {}, "n1");
+  EXPECT_FALSE(s.rank.value);  // Grid Engine gives none: --rank, TFBARRIER_RANK or an MPI inside
+  EXPECT_EQ(s.n.value, 4u);
+  EXPECT_EQ(s.n.source, "env:NSLOTS");
+  EXPECT_EQ(s.host.value, "n1.example.org");
+  EXPECT_EQ(s.host.source, "derived:PE_HOSTFILE");
+  EXPECT_EQ(s.port.value, 10042);
+  EXPECT_EQ(s.scope.value, "sge-42");
+  EXPECT_TRUE(s.may_start_host);  // n1 is n1.example.org's short name
+  EXPECT_FALSE(ok_files(sge_task(), sge_files, {}, "n2").may_start_host);
+  env_map env = sge_task();
+  env["SGE_TASK_ID"] = "3";
+  EXPECT_EQ(ok_files(env, sge_files).scope.value, "sge-42-3");
+  EXPECT_CONTAINS(err_files(sge_task(), {}), "which PE_HOSTFILE names as the job's hosts");
+  // MPICH inside a Grid Engine job: Hydra's rank, Grid Engine's job and first host.
+  env = sge_task();
+  env.merge(hydra("1"));
+  s = ok_files(env, sge_files);
+  EXPECT_EQ(s.launchers, (std::vector<L>{L::mpich, L::sge}));
+  EXPECT_EQ(s.rank.value, 1u);
+  EXPECT_EQ(s.host.value, "n1.example.org");
+  EXPECT_EQ(s.scope.value, "sge-42");
+}
+
+TEST(Launchers, FluxTasks) {
+  settings s = ok(flux_task());
+  EXPECT_EQ(s.rank.value, 1u);
+  EXPECT_EQ(s.rank.source, "env:FLUX_TASK_RANK");
+  EXPECT_EQ(s.n.value, 3u);
+  EXPECT_EQ(s.n.source, "env:FLUX_JOB_SIZE");
+  EXPECT_EQ(s.scope.value, "flux-59");  // F58 "22" is 1 * 58 + 1
+  EXPECT_EQ(s.port.value, 10059);
+  EXPECT_EQ(s.host.value, "127.0.0.1");
+  EXPECT_CONTAINS(s.warnings.at(0), "Flux does not say where rank 0 runs");
+  env_map env = flux_task();
+  env["FLUX_JOB_ID"] = "f22";  // the ASCII form
+  EXPECT_EQ(ok(env).scope.value, "flux-59");
+  env["FLUX_JOB_ID"] = "123456789";  // decimal, as `flux job id` prints it
+  EXPECT_EQ(ok(env).scope.value, "flux-123456789");
+  env["FLUX_JOB_ID"] = "f0OIl";  // not F58
+  EXPECT_CONTAINS(err(env), "FLUX_JOB_ID=\"f0OIl\" is not a job number");
+  EXPECT_CONTAINS(err(flux_task("3")), "rank 3 (from FLUX_TASK_RANK) is not below n=3 (from FLUX_JOB_SIZE)");
+}
+
+TEST(Launchers, MpiexecInsideAFluxBatchJob) {
+  // The batch script is task 0 of a job of one; mpiexec's ranks are the tasks.
+  env_map env = flux_task("0");
+  env["FLUX_JOB_SIZE"] = "1";
+  env.merge(hydra("3"));
+  settings s = ok(env);
+  EXPECT_EQ(s.launchers, (std::vector<L>{L::mpich, L::flux}));
+  EXPECT_EQ(s.rank.value, 3u);
+  EXPECT_EQ(s.n.value, 4u);
+  EXPECT_EQ(s.scope.value, "flux-59");
+}
+
+TEST(Launchers, HtcondorParallelUniverse) {
+  settings s = ok(condor_node());
+  EXPECT_EQ(s.rank.value, 2u);
+  EXPECT_EQ(s.rank.source, "env:_CONDOR_PROCNO");
+  EXPECT_EQ(s.n.value, 5u);
+  EXPECT_EQ(s.scope.value, "default");
+  EXPECT_CONTAINS(s.warnings.at(0), "HTCondor's parallel universe does not say where rank 0 runs");
+  EXPECT_TRUE(ok(condor_node("0")).may_start_host);
+}
+
+TEST(Launchers, KubernetesIndexedJob) {
+  settings s = ok(indexed_pod());
+  EXPECT_EQ(s.rank.value, 3u);
+  EXPECT_EQ(s.rank.source, "env:JOB_COMPLETION_INDEX");
+  EXPECT_FALSE(s.n.value);  // the manifest gives it (TFBARRIER_N)
+  EXPECT_EQ(s.host.value, "train-0.train-svc");
+  EXPECT_EQ(s.host.source, "derived:HOSTNAME+SUBDOMAIN");
+  EXPECT_EQ(s.scope.value, "k8s-train");
+  EXPECT_FALSE(s.may_start_host);
+  EXPECT_TRUE(ok(indexed_pod("0")).may_start_host);
+  EXPECT_TRUE(s.warnings.empty());
+  // JobSet: pod 0 of the same Job.
+  env_map env = {{"JOB_COMPLETION_INDEX", "1"}, {"HOSTNAME", "js-workers-0-1"}, {"SUBDOMAIN", "js"}};
+  EXPECT_EQ(ok(env).host.value, "js-workers-0-0.js");
+  // Without SUBDOMAIN: the bare name, and a warning that says what to set.
+  env.erase("SUBDOMAIN");
+  s = ok(env);
+  EXPECT_EQ(s.host.value, "js-workers-0-0");
+  EXPECT_CONTAINS(s.warnings.at(0), "set SUBDOMAIN");
+  // A host name that is not JOB-INDEX says nothing: loopback, with a warning.
+  s = ok({{"JOB_COMPLETION_INDEX", "1"}, {"HOSTNAME", "mypod"}});
+  EXPECT_EQ(s.host.value, "127.0.0.1");
+  EXPECT_EQ(s.scope.value, "default");
+}
+
+TEST(Launchers, TfbarrierVariablesStillWinOverEveryNewLauncher) {
+  for (env_map env : {hydra(), blaunch(), flux_task(), condor_node(), indexed_pod()}) {
+    env["TFBARRIER_ADDR"] = "boss:4000";
+    env["TFBARRIER_RANK"] = "0";
+    env["TFBARRIER_N"] = "2";
+    env["TFBARRIER_SCOPE"] = "mine";
+    settings s = ok(env);
+    EXPECT_EQ(s.addr(), "boss:4000") << to_string(s.launcher);
+    EXPECT_EQ(s.rank.source, "env:TFBARRIER_RANK");
+    EXPECT_EQ(s.n.source, "env:TFBARRIER_N");
+    EXPECT_EQ(s.scope.value, "mine");
+    EXPECT_FALSE(s.may_start_host);
+  }
+}
+
+TEST(Launchers, JsonListsEveryLauncherInnermostFirst) {
+  env_map env = hydra();
+  env.merge(slurm_batch());
+  auto j = nlohmann::json::parse(settings_to_json(ok(env)));
+  EXPECT_EQ(j["launcher"], "mpich");
+  EXPECT_EQ(j["launchers"], nlohmann::json::array({"mpich", "slurm"}));
+  EXPECT_EQ(nlohmann::json::parse(settings_to_json(ok({})))["launchers"], nlohmann::json::array());
+}
+
+TEST(LauncherFile, ReadsAFileAndRefusesOneTooLarge) {
+  std::string path = ::testing::TempDir() + "tfb_launcher_file";
+  {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_TRUE(f);
+    std::fputs("n01\nn02\n", f);
+    std::fclose(f);
+  }
+  std::string why;
+  EXPECT_EQ(read_launcher_file(path, why), "n01\nn02\n");
+  {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    std::string big(max_launcher_file + 1, 'x');
+    std::fwrite(big.data(), 1, big.size(), f);
+    std::fclose(f);
+  }
+  EXPECT_FALSE(read_launcher_file(path, why));
+  EXPECT_EQ(why, "it is larger than 1024 KiB");
+  std::remove(path.c_str());
+  EXPECT_FALSE(read_launcher_file(path, why));
+  EXPECT_EQ(why, "No such file or directory");
+}
+
+}  // namespace launchers
 }  // namespace
 }  // namespace tfb
