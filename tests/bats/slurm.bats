@@ -109,6 +109,7 @@ addr_explicit=false
 host=node1
 insecure=false
 launcher=slurm
+launchers=["slurm"]
 may_start_host=$may
 n=6
 node=$node
