@@ -522,6 +522,22 @@ TEST(ParseArrive, UnknownNAndRank) {
   EXPECT_EQ(a.rank, 999999u);
 }
 
+TEST(ParseArrive, TheChiefThatDecidesOnItsConnectionAndItsDeadline) {
+  auto a = req_ok<arrive>("ARRIVE name=e scope=s id=a n=3 rank=0 chief=1 decide=1 within=600000");
+  EXPECT_TRUE(a.decide);
+  EXPECT_EQ(a.within_ms, 600000u);
+  EXPECT_EQ(format_request(a), "ARRIVE name=e scope=s id=a n=3 rank=0 chief=1 decide=1 within=600000\n");
+  // Written only when set: a plain arrival's line is as before.
+  auto plain = req_ok<arrive>("ARRIVE name=e scope=s id=a n=3 rank=1 chief=0");
+  EXPECT_FALSE(plain.decide);
+  EXPECT_EQ(plain.within_ms, std::nullopt);
+  EXPECT_EQ(format_request(plain), "ARRIVE name=e scope=s id=a n=3 rank=1 chief=0\n");
+  EXPECT_CONTAINS(req_err("ARRIVE name=e scope=s id=a n=3 rank=1 chief=0 decide=1").text, "needs chief=1");
+  EXPECT_CONTAINS(req_err("ARRIVE name=e scope=s id=a n=3 rank=1 within=5").text, "needs chief=1");
+  req_err("ARRIVE name=e scope=s id=a chief=1 within=0");
+  req_err("ARRIVE name=e scope=s id=a chief=1 within=2073600001");
+}
+
 TEST(ParseArrive, Limits) {
   EXPECT_EQ(req_ok<arrive>("ARRIVE name=e scope=s id=a n=1000000 rank=999999").n, max_n);
   EXPECT_EQ(req_ok<arrive>("ARRIVE name=e scope=s id=a n=1 rank=0").n, 1u);
