@@ -3,7 +3,6 @@
 #include "client.h"
 
 #include <pwd.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <asio.hpp>
@@ -574,8 +573,7 @@ class decider {
     if (running_) {
       decide_cmd::kill_group(*child_);
       int status = 0;
-      while (::waitpid(child_->pid, &status, 0) < 0 && errno == EINTR) {
-      }
+      decide_cmd::reap(child_->pid, status, true);
       running_ = false;
     }
     close();
@@ -598,7 +596,7 @@ class decider {
     sigchld_->async_wait([this](asio::error_code ec, int) {
       if (ec || !running_) return;
       int status = 0;
-      pid_t r = ::waitpid(child_->pid, &status, WNOHANG);
+      pid_t r = decide_cmd::reap(child_->pid, status, false);
       if (r != child_->pid) {
         await_end();
         return;

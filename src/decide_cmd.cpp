@@ -1,5 +1,6 @@
 #include "decide_cmd.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
@@ -12,44 +13,61 @@
 
 #include "text.h"
 
+// The system calls go through syscall(2), not their libc wrappers: the
+// binary is linked with BIND_NOW, and each libc function it imports is
+// looked up at every start of every command (some 400 instructions each),
+// while only the chief of --decide-by ever calls these. `wait`'s start-up
+// must not grow (bench/startup-cost.sh). The child does nothing between its
+// raw fork and execve but raw system calls.
+
+extern char** environ;
+
 namespace tfb::decide_cmd {
+namespace {
+long sys(long n, long a = 0, long b = 0, long c = 0, long d = 0) { return ::syscall(n, a, b, c, d); }
+}  // namespace
 
 std::optional<child> spawn(const std::string& cmd, std::string& error) {
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) {
+  if (sys(SYS_pipe2, reinterpret_cast<long>(fds), O_CLOEXEC) != 0) {
     error = fmt::format("cannot make a pipe: {}", ::strerror(errno));
     return std::nullopt;
   }
-  pid_t parent = ::getpid();
-  pid_t pid = ::fork();
+  long parent = sys(SYS_getpid);
+  const char* argv[] = {"sh", "-c", cmd.c_str(), nullptr};
+  long pid = sys(SYS_fork);
   if (pid < 0) {
     error = fmt::format("cannot fork: {}", ::strerror(errno));
-    ::close(fds[0]);
-    ::close(fds[1]);
+    sys(SYS_close, fds[0]);
+    sys(SYS_close, fds[1]);
     return std::nullopt;
   }
   if (pid == 0) {
-    // The child: only async-signal-safe calls until exec.
-    ::setpgid(0, 0);
+    sys(SYS_setpgid, 0, 0);
     // This process killed (SIGKILL, the OOM killer): the command goes too, not on alone.
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);
-    ::dup2(fds[1], 1);  // dup2 clears close-on-exec on 1
-    ::syscall(SYS_close_range, 3U, ~0U, 0U);  // the host's connection above all
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::signal(SIGPIPE, SIG_DFL);
-    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
+    sys(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL);
+    if (sys(SYS_getppid) != parent) sys(SYS_exit_group, 127);
+    sys(SYS_dup2, fds[1], 1);                   // dup2 clears close-on-exec on 1
+    sys(SYS_close_range, 3, ~0U, 0);            // the host's connection above all
+    std::uint64_t none = 0;
+    sys(SYS_rt_sigprocmask, SIG_SETMASK, reinterpret_cast<long>(&none), 0, sizeof none);
+    sys(SYS_execve, reinterpret_cast<long>("/bin/sh"), reinterpret_cast<long>(argv), reinterpret_cast<long>(environ));
+    sys(SYS_exit_group, 127);
   }
-  ::setpgid(pid, pid);  // also here: whichever runs first, the group exists before a kill
-  ::close(fds[1]);
-  return child{pid, fds[0]};
+  sys(SYS_setpgid, pid, pid);  // also here: whichever runs first, the group exists before a kill
+  sys(SYS_close, fds[1]);
+  return child{static_cast<pid_t>(pid), fds[0]};
 }
 
 void kill_group(const child& c) {
-  if (c.pid > 0) ::kill(-c.pid, SIGKILL);
+  if (c.pid > 0) sys(SYS_kill, -c.pid, SIGKILL);
+}
+
+pid_t reap(pid_t pid, int& status, bool block) {
+  for (;;) {
+    long r = sys(SYS_wait4, pid, reinterpret_cast<long>(&status), block ? 0 : WNOHANG, 0);
+    if (r >= 0 || errno != EINTR) return static_cast<pid_t>(r);
+  }
 }
 
 void last_line::feed(std::string_view bytes) {
@@ -79,9 +97,18 @@ std::optional<proto::verdict> verdict_of(int wait_status, std::string& why) {
     return std::nullopt;
   }
   if (WIFSIGNALED(wait_status)) {
+    // Linux's numbers of the common signals, one word each (no table of pointers to relocate).
+    constexpr std::string_view names = "HUP INT QUIT ILL TRAP ABRT BUS FPE KILL USR1 SEGV USR2 PIPE ALRM TERM";
     int sig = WTERMSIG(wait_status);
-    const char* name = ::sigabbrev_np(sig);
-    why = name ? fmt::format("was killed by signal {} (SIG{})", sig, name) : fmt::format("was killed by signal {}", sig);
+    std::string_view name;
+    std::size_t at = 0;
+    for (int i = 1; i <= sig && at != std::string_view::npos; ++i) {
+      std::size_t end = names.find(' ', at);
+      if (i == sig) name = names.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at);
+      at = end == std::string_view::npos ? end : end + 1;
+    }
+    why = name.empty() ? fmt::format("was killed by signal {}", sig)
+                       : fmt::format("was killed by signal {} (SIG{})", sig, name);
     return std::nullopt;
   }
   why = fmt::format("ended with wait status {}", wait_status);

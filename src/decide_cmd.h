@@ -29,6 +29,9 @@ std::optional<child> spawn(const std::string& cmd, std::string& error);
 /// round ended without it, or this process is ending.
 void kill_group(const child& c);
 
+/// waitpid(pid, status, block ? 0 : WNOHANG), on EINTR again: pid when it ended, 0 when not yet, -1 on error.
+pid_t reap(pid_t pid, int& status, bool block);
+
 /// Keeps the last non-empty line of a stream, bounded: what a CMD printed last.
 class last_line {
  public:

@@ -122,6 +122,8 @@ command_parser define_wait(CLI::App& app) {
   add_counts(w, wait.n, wait.rank, "Participants in the round (default: from the launcher)",
              "This participant's rank, 0 to n-1 (default: from the launcher)");
   w->add_flag("--chief", wait.chief, "Arrive as the chief: return when all are present; the others wait for `decide`");
+  // Built only for a command line that names one of them, or asks for help (cmd::mentions).
+  if (mentions("--decide")) {
   w->add_option("--decide-by", wait.decide_by,
                  "The chief (rank 0, or --chief) runs CMD through /bin/sh -c once all have arrived: exit 0 continue, "
                  "1 stop, anything else aborts the round; the last line of its stdout is the verdict's message. "
@@ -135,6 +137,7 @@ command_parser define_wait(CLI::App& app) {
                 "With --chief: abort the round when no verdict (tfbarrier decide) comes within DUR after all have "
                 "arrived (default: no limit)")
       ->check(duration_validator(std::chrono::milliseconds(1)));
+  }
   w->add_option("--timeout", v->timeout, "Withdraw and exit 124 when not released DUR after arriving; 75 when the host did not confirm the "
                 "withdrawal (this participant may still be counted) (default: no timeout; connecting is bounded by "
                 "--connect-timeout)")
