@@ -7,6 +7,9 @@
 
 #include "../support/barrier_checker.h"
 #include "barrier.h"
+#include "decide_cmd.h"
+
+#include <sys/wait.h>
 
 namespace tfb {
 namespace {
@@ -198,6 +201,36 @@ TEST_F(DecideBy, TheDumpKeepsWhoDecidesAndTheDeadline) {
   output o;
   copy.leave(3, departure::disconnected, now, o);
   EXPECT_EQ(to(o, 1), "ABORTED name=e gen=1 :the chief (rank 0 on h3) died while deciding\n");
+}
+
+TEST(DecideCmd, TheMessageIsTheLastNonEmptyLineEscapedAndBounded) {
+  decide_cmd::last_line l;
+  l.feed("epoch 3\nloss 0.");
+  l.feed("25\r\n\n");
+  EXPECT_EQ(l.message(), "loss 0.25");
+  l.feed("no newline at the end");
+  EXPECT_EQ(l.message(), "no newline at the end");
+  decide_cmd::last_line esc;
+  esc.feed("\x1b[31mred\n");
+  EXPECT_EQ(esc.message(), "\\x1b[31mred");
+  decide_cmd::last_line big;
+  big.feed(std::string(100'000, 'x') + "\n");
+  EXPECT_TRUE(proto::valid_text(big.message()));
+  EXPECT_LE(big.message().size(), proto::max_text);
+}
+
+TEST(DecideCmd, TheExitStatusIsTheVerdict) {
+  std::string why;
+  EXPECT_EQ(decide_cmd::verdict_of(0, why), proto::verdict::continue_);
+  EXPECT_EQ(decide_cmd::verdict_of(1 << 8, why), proto::verdict::stop);
+  EXPECT_EQ(decide_cmd::verdict_of(2 << 8, why), std::nullopt);
+  EXPECT_EQ(why, "exited with status 2 (0 is continue, 1 stop)");
+  EXPECT_EQ(decide_cmd::verdict_of(SIGKILL, why), std::nullopt);  // a wait status: killed by signal 9
+  EXPECT_EQ(why, "was killed by signal 9 (SIGKILL)");
+  EXPECT_EQ(decide_cmd::verdict_of(SIGTERM, why), std::nullopt);
+  EXPECT_EQ(why, "was killed by signal 15 (SIGTERM)");
+  EXPECT_EQ(decide_cmd::verdict_of(40, why), std::nullopt);
+  EXPECT_EQ(why, "was killed by signal 40");
 }
 
 }  // namespace
