@@ -20,9 +20,14 @@ namespace {
 class progress_printer {
  public:
   explicit progress_printer(bool tty) : tty_(tty) {}
+  /// This process is the chief of --decide-by: once all are here, the verdict is its own command's.
+  void deciding() { deciding_ = true; }
   ~progress_printer() { clear(); }
   void operator()(const progress& p) {
-    std::string line = p.gathered ? fmt::format("{}: all {} arrived; waiting for the chief's verdict "
+    std::string line = p.gathered && deciding_
+                           ? fmt::format("{}: all {} arrived; running the --decide-by command for the verdict, {}",
+                                         p.name, p.arrived, format_duration(p.waited))
+                       : p.gathered ? fmt::format("{}: all {} arrived; waiting for the chief's verdict "
                                                 "(tfbarrier decide), {}",
                                                 p.name, p.arrived, format_duration(p.waited))
                                   : fmt::format("{}: {}/{} arrived, {}", p.name, p.arrived,
@@ -45,6 +50,7 @@ class progress_printer {
  private:
   bool tty_;
   bool shown_ = false;
+  bool deciding_ = false;
 };
 
 
@@ -91,6 +97,7 @@ int run_wait(const wait_cmd_options& o) {
   }
   bool tty = isatty(2) != 0;
   progress_printer printer(tty);
+  if (a.decide) printer.deciding();
   if (!o.common.quiet && !(o.progress && o.progress->count() == 0)) {  // --progress 0: none
     wo.progress_every = o.progress ? o.progress : std::optional<duration>(tty ? std::chrono::seconds(1)
                                                                                : std::chrono::seconds(30));
