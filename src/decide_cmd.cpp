@@ -51,6 +51,14 @@ std::optional<child> spawn(const std::string& cmd, std::string& error) {
     sys(SYS_close_range, 3, ~0U, 0);            // the host's connection above all
     std::uint64_t none = 0;
     sys(SYS_rt_sigprocmask, SIG_SETMASK, reinterpret_cast<long>(&none), 0, sizeof none);
+    // tfbarrier ignores SIGPIPE (main.cpp), and an ignored signal stays ignored
+    // across execve: the command gets the default back (the kernel's struct
+    // sigaction, all zero: SIG_DFL, no flags, an empty mask).
+    struct {
+      long handler, flags, restorer;
+      std::uint64_t mask;
+    } dfl{};
+    sys(SYS_rt_sigaction, SIGPIPE, reinterpret_cast<long>(&dfl), 0, sizeof dfl.mask);
     sys(SYS_execve, reinterpret_cast<long>("/bin/sh"), reinterpret_cast<long>(argv), reinterpret_cast<long>(environ));
     sys(SYS_exit_group, 127);
   }

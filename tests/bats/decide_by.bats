@@ -46,6 +46,17 @@ line() {
   [ "$(cat "$(out a)")" = "fine" ]
 }
 
+@test "CMD runs with SIGPIPE at its default, not ignored as tfbarrier has it" {
+  start_host
+  spawn_wait a --name ep10 --n 2 --rank 1 --decide-by true
+  wait_arrived ep10 1
+  # SigIgn is a hex mask; SIGPIPE (13) is bit 12: 0x1000.
+  run -0 timeout 20 "$TFB" wait --name ep10 --n 2 --rank 0 \
+    --decide-by 'm=$(sed -n "s/^SigIgn:[[:space:]]*//p" /proc/$$/status); echo $(( (0x$m >> 12) & 1 ))'
+  assert_output "0"
+  expect_exits 0 a
+}
+
 @test "CMD failing aborts the round, naming its status; everyone exits 3" {
   start_host
   line ep3 1 'exit 7'
