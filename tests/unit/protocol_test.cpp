@@ -1560,6 +1560,9 @@ const char* const doc_client_lines[] = {
     "ARRIVE name=e2 scope=default id=w n=2 rank=1 chief=0",
     "ARRIVE name=e2 scope=default id=k n=2 rank=0 chief=1",
     "DECIDE scope=default id=d verdict=stop name=- n=- rank=- wait=1 :loss diverged",
+    "ARRIVE name=e3 scope=default id=w n=2 rank=1 chief=0",
+    "ARRIVE name=e3 scope=default id=k n=2 rank=0 chief=1 decide=1 within=60000",
+    "DECIDE scope=default id=k verdict=stop name=e3 n=- rank=- wait=1 :loss 0.5",
 };
 
 struct host_example {
@@ -1604,6 +1607,15 @@ std::vector<host_example> doc_host_lines() {
        release{"e2", 1, verdict::stop, std::nullopt, "loss diverged"}, ""},
       {"RELEASE name=e2 gen=1 verdict=stop delivered=1 :loss diverged",
        release{"e2", 1, verdict::stop, 1u, "loss diverged"}, ""},
+      {"WAITING name=e3 gen=1 arrived=1 n=2", waiting{"e3", 1, 1, 2u}, ""},
+      {"WAITING name=e3 gen=1 arrived=2 n=2", waiting{"e3", 1, 2, 2u}, ""},
+      {"ALLHERE name=e3 gen=1 arrived=2 n=2", all_here{"e3", 1, 2, 2}, ""},
+      {"DECIDED name=e3 gen=1 verdict=stop arrived=2 n=2", decided{"e3", 1, verdict::stop, 2, 2u}, ""},
+      {"RELEASE name=e3 gen=1 verdict=stop :loss 0.5", release{"e3", 1, verdict::stop, std::nullopt, "loss 0.5"}, ""},
+      {"RELEASE name=e3 gen=1 verdict=stop delivered=1 :loss 0.5", release{"e3", 1, verdict::stop, 1u, "loss 0.5"},
+       ""},
+      {"ABORTED name=e3 gen=1 :the chief (rank 0 on n1) died while deciding",
+       aborted{"e3", 1, std::nullopt, "the chief (rank 0 on n1) died while deciding"}, ""},
   };
 }
 
