@@ -15,7 +15,7 @@ _tfbarrier_options() {
     serve) echo "--listen --daemon --log --idle-exit --forget-after --quiet --state-dir --max-connections" \
       "--max-per-address --max-barriers --secret-file --no-munge --insecure --metrics --metrics-token-file" \
       "--metrics-textfile --history --history-file --store --store-lease --store-snapshot-every --store-ca --store-cert --store-key --store-user --store-password-file --help -q -h" ;;
-    wait) echo "--name --n --rank --chief --timeout --progress $client" ;;
+    wait) echo "--name --n --rank --chief --decide-by --decide-timeout --decide-within --timeout --progress $client" ;;
     decide) echo "--name --message --no-wait --timeout --n --rank --store $client -m" ;;
     abort) echo "--name --reason --store $client" ;;
     status) echo "--name --json --all-scopes --watch --store $client" ;;
@@ -29,7 +29,7 @@ _tfbarrier_options() {
 _tfbarrier_takes_value() {
   case $1 in
     --listen | --log | --idle-exit | --forget-after | --state-dir | --max-connections | --max-per-address | --max-barriers | \
-      --secret-file | --name | --n | --rank | --timeout | --progress | --addr | --scope | --connect-timeout | \
+      --secret-file | --name | --n | --rank | --timeout | --progress | --decide-by | --decide-timeout | --decide-within | --addr | --scope | --connect-timeout | \
       --keepalive | --message | -m | --reason | --file | --metrics | --metrics-token-file | --metrics-textfile | --history | --history-file | --last | --svg | --store | --store-lease | --store-snapshot-every) return 0 ;;
   esac
   return 1

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # epochs.sh: WORKERS processes "train" in epochs on this machine. After each
 # epoch they meet at a barrier, and the chief (rank 0) looks at the validation
-# loss and decides whether they all go on or stop. Plain shell, no launcher.
+# loss and decides whether they all go on or stop: every rank runs the same
+# `tfbarrier wait --decide-by CMD` line. Plain shell, no launcher.
 #
 #   examples/epochs.sh                          # 4 workers, the chief stops at epoch 3
 #   WORKERS=8 STOP_AT=5 examples/epochs.sh
@@ -9,7 +10,7 @@
 #
 # What a worker's `tfbarrier wait` returns: 0 go on, 1 the chief said stop,
 # anything else an error (3 aborted, 69 host lost, 124 timed out, ...: see
-# EXIT STATUS in tfbarrier(1)). It prints the chief's --message on stdout.
+# EXIT STATUS in tfbarrier(1)). It prints the chief's message on stdout.
 set -euo pipefail
 
 tfb=${TFBARRIER:-tfbarrier}
@@ -32,23 +33,17 @@ export TFBARRIER_N=$workers
 train() { sleep "0.$((RANDOM % 5 + 1))"; }                           # one epoch of "work"
 loss() { echo $((100 - $1 * 10 + ($1 >= stop_at ? 50 : 0))); }   # the chief's evaluation
 
-chief() {
-  local e l
-  for ((e = 1; e <= epochs; e++)); do
-    train
-    # Returns as soon as all $workers are here; the others stay blocked until
-    # the verdict. A non-zero exit (host lost, aborted, ...) ends the chief.
-    "$tfb" wait --name "epoch$e" --rank 0 --chief --quiet
-    l=$(loss "$e")
-    if ((e >= stop_at)); then
-      echo "chief:  epoch $e: loss $l went up: stop"
-      "$tfb" decide stop --name "epoch$e" --message "epoch $e: loss $l went up" --quiet
-      return 0
-    fi
-    echo "chief:  epoch $e: loss $l: continue"
-    # Returns once every worker has been told (--no-wait: once recorded).
-    "$tfb" decide continue --name "epoch$e" --message "epoch $e: loss $l" --quiet
-  done
+# The chief's evaluation of epoch $1, as the command `wait --decide-by` runs
+# (through /bin/sh -c, on the chief only, once everyone has arrived): it
+# prints the message every participant prints, and exits 0 to go on or 1 to stop.
+evaluate() {
+  local e=$1 l
+  l=$(loss "$e")
+  if ((e >= stop_at)); then
+    echo "echo 'epoch $e: loss $l went up'; exit 1"
+  else
+    echo "echo 'epoch $e: loss $l'"
+  fi
 }
 
 worker() {
@@ -56,7 +51,11 @@ worker() {
   for ((e = 1; e <= epochs; e++)); do
     train
     rc=0
-    msg=$("$tfb" wait --name "epoch$e" --rank "$rank" --timeout 5m --quiet) || rc=$?
+    # One line for every rank: rank 0 (the chief) runs the command once all
+    # are here; the others ignore it. Should the chief die meanwhile, everyone
+    # exits 3 at once; --decide-timeout bounds the command.
+    msg=$("$tfb" wait --name "epoch$e" --rank "$rank" --decide-by "$(evaluate "$e")" --decide-timeout 1m \
+      --timeout 5m --quiet) || rc=$?
     case $rc in
       0) echo "rank $rank: $msg: going on" ;;
       1) echo "rank $rank: $msg: stopping"; return 0 ;;
@@ -65,9 +64,8 @@ worker() {
   done
 }
 
-chief &
-pids=($!)
-for ((r = 1; r < workers; r++)); do
+pids=()
+for ((r = 0; r < workers; r++)); do
   worker "$r" &
   pids+=($!)
 done

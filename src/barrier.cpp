@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "duration.h"
+
 namespace tfb {
 
 using proto::verdict;
@@ -135,7 +137,7 @@ void barrier_set::move_member(round& r, conn_id from, conn_id to, const key* k) 
 // A participant that comes back with the same id (after a lost connection, or
 // a host restart) is the same participant: it is never counted twice.
 bool barrier_set::rejoin(barrier& b, conn_id c, const std::string& id, bool is_decide, const peer_info& p,
-                         output& out) {
+                         output& out, bool decides) {
   for (const finished& f : b.recent) {
     if (!std::binary_search(f.ids.begin(), f.ids.end(), id)) continue;
     // Released while it was away: it gets that round's outcome, not a new round.
@@ -165,6 +167,10 @@ bool barrier_set::rejoin(barrier& b, conn_id c, const std::string& id, bool is_d
     m.via = via_now_;  // it came back, maybe through another host of the store
     out.log.push_back(fmt::format("rejoin {}: {} came back", label(b, r.gen), describe(m)));
     if (r.gathered && m.chief && !m.durable) {
+      if (decides) {  // wait --decide-by: the new connection is the one that decides (and must stay)
+        move_member(r, it->second, c, k);
+        r.members.at(c).decides = true;
+      }
       out.sends.push_back({c, proto::all_here{b.name, r.gen, *r.n, *r.n}});
       return true;
     }
@@ -250,7 +256,7 @@ void barrier_set::arrive(conn_id c, const proto::arrive& a, const peer_info& p, 
     out.sends.push_back({c, proto::aborted{b.name, b.aborted_gen, std::nullopt, b.abort_reason}});
     return;
   }
-  if (rejoin(b, c, a.id, false, p, out)) return;
+  if (rejoin(b, c, a.id, false, p, out, a.decide)) return;
   if (!check_join(b, c, a.n, a.rank, a.chief, p, out)) return;
   if (!r.n) {
     r.n = a.n;
@@ -264,6 +270,8 @@ void barrier_set::arrive(conn_id c, const proto::arrive& a, const peer_info& p, 
   m.via = via_now_;
   m.id = a.id;
   m.chief = a.chief;
+  m.decides = a.chief && a.decide;
+  if (a.chief) r.within = a.within_ms ? millis{*a.within_ms} : -1;
   std::string who = describe(m);
   add_member(b, c, std::move(m), now);
   ++out.counted.arrivals;
@@ -284,8 +292,14 @@ void barrier_set::complete(barrier& b, millis now, output& out) {
     out.log.push_back(fmt::format("gathered {}: all {} present; waiting for the chief's verdict ({})", label(b, r.gen),
                                   *r.n, describe(chief)));
     out.sends.push_back({*r.chief, proto::all_here{b.name, r.gen, *r.n, *r.n}});
-    where_.erase(*r.chief);  // the chief's wait ends here; its arrival stands
-    chief.connected = false;
+    if (!chief.decides) {
+      where_.erase(*r.chief);  // the chief's wait ends here; its arrival stands
+      chief.connected = false;
+    }  // else its connection stays, and gives the verdict (or its closing aborts the round)
+    if (r.within >= 0) {
+      r.deadline = now + r.within;
+      out.deadlines.push_back(r.deadline);
+    }
     // Journaled before ALLHERE goes out: after a crash the round is still complete,
     // and the chief's `decide` (with or without --n) finds it waiting for its verdict.
     out.journal.push_back(gathered_entry(b, r));
@@ -337,7 +351,7 @@ void barrier_set::release(barrier& b, round& r, millis now, output& out) {
       ++delivered;
       continue;
     }
-    if (m.chief && !m.durable) {
+    if (m.chief && !m.durable && !m.decides) {
       // A chief that arrived with `wait --chief` is told all are here, as it asked.
       out.sends.push_back({c, proto::all_here{b.name, r.gen, *r.n, *r.n}});
     } else {
@@ -397,6 +411,36 @@ void barrier_set::decide(conn_id c, const proto::decide& d, const peer_info& p, 
     out.sends.push_back({c, proto::error_reply{k, std::move(text)}});
   };
   std::string by = fmt::format("{} pid {}", p.host, p.pid);
+  if (auto w = where_.find(c); w != where_.end() && w->second.member) {
+    // The chief of `wait --decide-by` gives its verdict on the connection it arrived with.
+    const key* k = w->second.k;
+    barrier& b = barriers_.at(*k);
+    auto g = b.gathered.find(w->second.gen);
+    member* m = nullptr;
+    if (g != b.gathered.end()) {
+      auto mit = g->second.members.find(c);
+      if (mit != g->second.members.end() && mit->second.decides && g->second.v == verdict::none) m = &mit->second;
+    }
+    if (!m) {
+      error(proto::error_kind::badrequest, "this connection waits in a round and decides none: a DECIDE after "
+                                           "ARRIVE needs ARRIVE decide=1, and all present");
+      return;
+    }
+    if (!d.name.empty() && d.name != b.name) {
+      error(proto::error_kind::conflict, fmt::format("this connection is the chief of barrier {}, not of {}",
+                                                     b.name, d.name));
+      return;
+    }
+    round& r = g->second;
+    b.last_activity = now;
+    m->durable = true;  // its verdict is given: it is counted for good, and told the release
+    m->wants_release = true;
+    deliver_verdict(b, r, d.v, d.message, by, m->id, c, false, out);
+    r.decider_ids.pop_back();  // the chief's own id is a member's, already remembered
+    release(b, r, now, out);
+    b.gathered.erase(g);
+    return;
+  }
   barrier* bp = nullptr;
   if (d.name.empty()) {
     // Pick the one round of this scope that awaits a verdict, else the one open round.
@@ -515,17 +559,22 @@ void barrier_set::decide(conn_id c, const proto::decide& d, const peer_info& p, 
 void barrier_set::abort(conn_id c, const proto::abort_req& a, millis now, output& out) {
   if (!make_room(c, a.scope, a.name, now, out)) return;
   barrier& b = get(a.scope, a.name, now);
+  std::uint32_t notified = abort_barrier(b, a.reason, now, out);
+  out.sends.push_back({c, proto::aborted{b.name, b.aborted_gen, notified, b.abort_reason}});
+}
+
+std::uint32_t barrier_set::abort_barrier(barrier& b, const std::string& reason, millis now, output& out) {
   std::uint32_t notified = 0;
   auto notify = [&](round& r) {
     for (auto& [mc, m] : r.members) {
       if (!m.connected) continue;
       where_.erase(mc);
-      if (out.wanted(mc)) out.sends.push_back({mc, proto::aborted{b.name, r.gen, std::nullopt, a.reason}});
+      if (out.wanted(mc)) out.sends.push_back({mc, proto::aborted{b.name, r.gen, std::nullopt, reason}});
       ++notified;
     }
     for (conn_id dc : r.deciders) {
       where_.erase(dc);
-      if (out.wanted(dc)) out.sends.push_back({dc, proto::aborted{b.name, r.gen, std::nullopt, a.reason}});
+      if (out.wanted(dc)) out.sends.push_back({dc, proto::aborted{b.name, r.gen, std::nullopt, reason}});
     }
   };
   for (auto& [g, r] : b.gathered) {
@@ -538,7 +587,7 @@ void barrier_set::abort(conn_id c, const proto::abort_req& a, millis now, output
     out.ended.push_back(round_end{true, verdict::none, -1, false, {}});
     b.aborted = true;
     b.aborted_gen = b.gathered.empty() ? b.open.gen : b.gathered.begin()->first;
-    b.abort_reason = a.reason;
+    b.abort_reason = reason;
   }
   out.journal.push_back(entry(journal_entry::kind::abort, b, b.aborted_gen, verdict::none, b.abort_reason));
   b.gathered.clear();
@@ -547,8 +596,47 @@ void barrier_set::abort(conn_id c, const proto::abort_req& a, millis now, output
   b.open.gen = gen;
   out.log.push_back(fmt::format("abort {}: {} participant{} told{}{}", label(b, b.aborted_gen), notified,
                                 notified == 1 ? "" : "s",
-                                a.reason.empty() ? "" : ": ", a.reason));
-  out.sends.push_back({c, proto::aborted{b.name, b.aborted_gen, notified, b.abort_reason}});
+                                reason.empty() ? "" : ": ", reason));
+  return notified;
+}
+
+std::string barrier_set::chief_words(const member& m) {
+  return m.rank ? fmt::format("the chief (rank {} on {})", *m.rank, m.host)
+                : fmt::format("the chief ({} pid {})", m.host, m.pid);
+}
+
+void barrier_set::expire(millis now, output& out) {
+  for (auto& [k, b] : barriers_) {
+    if (b.aborted) continue;
+    for (auto& [g, r] : b.gathered) {
+      if (r.deadline < 0 || r.deadline > now || r.v != verdict::none) continue;
+      std::string chief = r.chief && r.members.count(*r.chief) ? chief_words(r.members.at(*r.chief)) : "the chief";
+      abort_barrier(b,
+                    fmt::format("{} gave no verdict within {} of all arriving (its --decide-timeout or "
+                                "--decide-within)",
+                                chief, format_duration(duration(r.within))),
+                    now, out);
+      break;  // the barrier is aborted, its rounds gone
+    }
+  }
+}
+
+bool barrier_set::decides_on(conn_id c) const {
+  auto w = where_.find(c);
+  if (w == where_.end() || !w->second.member) return false;
+  const barrier& b = barriers_.at(*w->second.k);
+  auto g = b.gathered.find(w->second.gen);
+  if (g == b.gathered.end() || g->second.v != verdict::none) return false;
+  auto m = g->second.members.find(c);
+  return m != g->second.members.end() && m->second.decides;
+}
+
+std::optional<millis> barrier_set::next_deadline() const {
+  std::optional<millis> first;
+  for (const auto& [k, b] : barriers_)
+    for (const auto& [g, r] : b.gathered)
+      if (r.deadline >= 0 && r.v == verdict::none && (!first || r.deadline < *first)) first = r.deadline;
+  return first;
 }
 
 void barrier_set::leave(conn_id c, departure how, millis now, output& out, bool timed_out) {
@@ -575,6 +663,15 @@ void barrier_set::leave(conn_id c, departure how, millis now, output& out, bool 
   if (r->gathered || m.durable) {
     // Counted for good: all were present, or the verdict was acknowledged.
     m.connected = false;
+    if (r->gathered && m.decides && !m.durable && r->v == verdict::none) {
+      // The chief of `wait --decide-by` went before its verdict: nobody else
+      // will give one, so the others hear it now, not at their --timeout.
+      std::string why = how == departure::left           ? "withdrew while deciding"
+                        : how == departure::unresponsive ? "died while deciding (it stopped answering)"
+                        : how == departure::lost         ? "died while deciding (its host of the store was lost)"
+                                                         : "died while deciding";
+      abort_barrier(b, fmt::format("{} {}", chief_words(m), why), now, out);
+    }
     return;
   }
   out.log.push_back(fmt::format("leave {}: {} withdrew ({}), {}/{}", label(b, r->gen), describe(m),

@@ -80,6 +80,9 @@ struct output {
   std::vector<round_end> ended;        ///< rounds released or aborted (metrics)
   std::vector<round_record> rounds;    ///< rounds that ended in this step, for the arrival history (history.h)
   tally counted;                       ///< participants that came and went in this step (metrics)
+  /// Decide deadlines armed in this step (a chief's within=): the host wakes
+  /// then and calls barrier_set::expire.
+  std::vector<millis> deadlines;
   /// Set by a host with a store (replica.h): a release's or an abort's replies
   /// go only to the connections it accepts. The others' waits end all the
   /// same, unseen: their own hosts tell them. Null: every reply.
@@ -97,6 +100,12 @@ class barrier_set {
   void decide(conn_id c, const proto::decide& d, const peer_info& p, millis now, output& out);
   /// ABORT: every participant of the current round gets ABORTED.
   void abort(conn_id c, const proto::abort_req& a, millis now, output& out);
+  /// Aborts every round whose chief gave no verdict within its ARRIVE's
+  /// within= of all arriving, by now (wait --decide-within, --decide-timeout).
+  void expire(millis now, output& out);
+  /// The earliest such deadline of a round still waiting for its verdict
+  /// (the host arms a timer for it and then calls expire), or nullopt.
+  std::optional<millis> next_deadline() const;
   /// LEAVE (explicit == true, replies LEFT) or a closed connection.
   void leave(conn_id c, bool explicit_leave, millis now, output& out) {
     leave(c, explicit_leave ? departure::left : departure::disconnected, now, out);
@@ -131,6 +140,9 @@ class barrier_set {
   void came_through(std::string_view host);
   /// Whether connection c waits for anything (a round, or a verdict's delivery).
   bool is_waiting(conn_id c) const { return where_.count(c) != 0; }
+  /// Whether connection c is the chief of `wait --decide-by` whose round, all
+  /// present, waits for the verdict it is to send (DECIDE on that connection).
+  bool decides_on(conn_id c) const;
   /// Forgets barriers with nobody waiting whose last activity is older than max_idle.
   std::size_t prune(millis now, millis max_idle);
   /// One barrier that nobody waits on, as forget() names it.
@@ -179,6 +191,9 @@ class barrier_set {
     bool durable = false;    ///< a DECIDE that was acknowledged: stays when its connection closes
     bool connected = true;
     bool wants_release = false;  ///< a one-step DECIDE with wait=1: gets RELEASE delivered=K
+    /// The chief of `wait --decide-by` (ARRIVE decide=1): once all are here its
+    /// connection stays, and it gives the verdict on it; closing it first aborts the round.
+    bool decides = false;
     millis since = 0;
   };
   struct gone {
@@ -214,6 +229,8 @@ class barrier_set {
     std::vector<gone> departed;  ///< who left before release and has not come back (bounded)
     std::vector<std::string> decider_ids;
     std::uint32_t withdrawn = 0, timeouts = 0;  ///< for the round's record (history.h)
+    millis within = -1;    ///< the chief's ARRIVE within= (-1: none)
+    millis deadline = -1;  ///< gathered with within: abort when no verdict by then (-1: none)
   };
   using key = std::pair<std::string, std::string>;  // scope, name
   struct barrier {
@@ -245,16 +262,21 @@ class barrier_set {
   static void first_arrival(round& r, millis now);
   void complete(barrier& b, millis now, output& out);
   void release(barrier& b, round& r, millis now, output& out);
+  /// Aborts barrier b's rounds (ABORT, a chief gone while deciding, a decide deadline); returns who was told.
+  std::uint32_t abort_barrier(barrier& b, const std::string& reason, millis now, output& out);
   static void record(const barrier& b, const round& r, round_record::ending e, millis now, output& out);
   void deliver_verdict(barrier& b, round& r, proto::verdict v, const std::string& message,
                        const std::string& by, const std::string& decider_id, conn_id decider, bool wait,
                        output& out);
-  bool rejoin(barrier& b, conn_id c, const std::string& id, bool is_decide, const peer_info& p, output& out);
+  bool rejoin(barrier& b, conn_id c, const std::string& id, bool is_decide, const peer_info& p, output& out,
+              bool decides = false);
   void move_member(round& r, conn_id from, conn_id to, const key* k);
   bool check_join(barrier& b, conn_id c, const std::optional<std::uint32_t>& n,
                   const std::optional<std::uint32_t>& rank, bool chief, const peer_info& p, output& out);
   void add_member(barrier& b, conn_id c, member m, millis now);
   static std::string describe(const member& m);
+  /// "the chief (rank 0 on node1)", for the reason of an abort.
+  static std::string chief_words(const member& m);
   static journal_entry entry(journal_entry::kind what, const barrier& b, std::uint64_t gen, proto::verdict v,
                              const std::string& message);
   static void chief_arrival(journal_entry& j, const member& m);

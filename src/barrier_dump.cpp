@@ -13,7 +13,7 @@
 namespace tfb {
 
 namespace {
-constexpr int dump_version = 1;
+constexpr int dump_version = 2;  // 2: a round's decide deadline, a member that decides
 constexpr std::size_t max_recent_rounds = 8;  // as barrier.cpp
 constexpr std::size_t max_departed = 64;
 
@@ -46,7 +46,7 @@ std::string barrier_set::dump() const {
     w.word("rnd").word(kind).num(r.gen).opt(r.n).str(r.n_by);
     if (r.chief) w.num(*r.chief); else w.word("-");
     w.num(verdict_number(r.v)).str(r.message).str(r.verdict_by).num(r.opened).num(r.complete_at);
-    w.flag(r.started).flag(r.gathered).num(r.withdrawn).num(r.timeouts);
+    w.flag(r.started).flag(r.gathered).num(r.withdrawn).num(r.timeouts).num(r.within).num(r.deadline);
     w.num(r.decider_ids.size());
     for (const auto& id : r.decider_ids) w.str(id);
     w.num(r.deciders.size());
@@ -59,7 +59,7 @@ std::string barrier_set::dump() const {
     for (conn_id c : conns) {
       const member& m = r.members.at(c);
       w.word("mem").num(c).opt(m.rank).str(m.host).num(m.pid).num(m.via).str(m.id);
-      w.flag(m.chief).flag(m.durable).flag(m.connected).flag(m.wants_release).num(m.since).end();
+      w.flag(m.chief).flag(m.durable).flag(m.connected).flag(m.wants_release).flag(m.decides).num(m.since).end();
     }
     for (const gone& g : r.departed)
       w.word("gone").opt(g.rank).str(g.host).num(g.pid).num(static_cast<int>(g.how)).num(g.when).str(g.id).end();
@@ -195,7 +195,7 @@ struct barrier_set::loader {
     member m;
     if (!rd.num(c) || !rd.opt(m.rank) || !rd.str(m.host) || !rd.num(m.pid) || !rd.num(m.via) || !rd.str(m.id) ||
         !rd.flag(m.chief) || !rd.flag(m.durable) || !rd.flag(m.connected) || !rd.flag(m.wants_release) ||
-        !rd.num(m.since) || !rd.at_end() || m.via >= fresh.vias_.size())
+        !rd.flag(m.decides) || !rd.num(m.since) || !rd.at_end() || m.via >= fresh.vias_.size())
       return fail("a malformed member");
     if (m.rank && !r->by_rank.emplace(*m.rank, c).second) return fail("a rank twice in one round");
     if (!r->by_id.emplace(m.id, c).second) return fail("an id twice in one round");
@@ -276,7 +276,7 @@ bool barrier_set::load_round(text_state::reader& r, round& out, std::string& err
   if (!r.num(out.gen) || !r.opt(out.n) || !r.str(out.n_by) || !r.word(chief) || !r.num(v) ||
       !verdict_of(v, out.v) || !r.str(out.message) || !r.str(out.verdict_by) || !r.num(out.opened) ||
       !r.num(out.complete_at) || !r.flag(out.started) || !r.flag(out.gathered) || !r.num(out.withdrawn) ||
-      !r.num(out.timeouts) || !r.num(count)) {
+      !r.num(out.timeouts) || !r.num(out.within) || !r.num(out.deadline) || !r.num(count)) {
     error = "a malformed round";
     return false;
   }

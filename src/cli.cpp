@@ -310,6 +310,7 @@ parsed_command parse_with(CLI::App& app, int argc, char** argv, std::string_view
       "Run 'tfbarrier COMMAND --help' (or 'tfbarrier help COMMAND') for one command. See tfbarrier(1).\n");
   // Build only the command being run: CLI11 spends most of a short command's
   // start-up building options, and a `wait` needs only its own.
+  cmd::set_args(argc, argv);
   std::array<cmd::command_parser, commands.size()> parsers;
   std::array<CLI::App*, commands.size()> built{};
   for (std::size_t i = 0; i < commands.size(); ++i)

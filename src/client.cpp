@@ -15,6 +15,7 @@
 #include "address.h"
 #include "auth.h"
 #include "client_conn.h"
+#include "decide_cmd.h"
 #include "peer_owner.h"
 #include "exit_codes.h"
 #include "munge_auth.h"
@@ -88,6 +89,7 @@ class engine {
   void write(std::string bytes) { write_sealed(conn_ ? conn_->seal(std::move(bytes)) : std::move(bytes)); }
   void finish(outcome o) {
     if (result_) return;
+    if (on_finish_) on_finish_();
     // Once interrupted, the call ends as interrupted whatever ends it (LEFT,
     // the release that came first, an error, a lost connection).
     if (interrupting_ && o.exit_code != interrupting_->exit_code) o = *interrupting_;
@@ -103,6 +105,10 @@ class engine {
     reply_deadline_.cancel();
   }
   bool done() const { return result_.has_value(); }
+  asio::io_context& io() { return io_; }
+  /// Called once when the call ends, before its timers are cancelled: a
+  /// --decide-by command still running is stopped there.
+  void on_finish(std::function<void()> f) { on_finish_ = std::move(f); }
   asio::steady_timer& timeout_timer() { return timeout_; }
   asio::steady_timer& progress_timer() { return progress_; }
   const std::string& addr() const { return o_.addr; }
@@ -530,6 +536,94 @@ class engine {
   bool leave_on_interrupt_ = false;
   const char* interrupt_signal_ = "";
   std::optional<outcome> interrupting_;  ///< what a signal ends the call with, once its LEAVE is answered
+  std::function<void()> on_finish_;
+};
+
+/// The chief's --decide-by command on the call's io_context: its stdout read
+/// as it comes, its end seen through SIGCHLD. done(status) is called once,
+/// when it ends; stop() kills its process group if it still runs.
+class decider {
+ public:
+  explicit decider(engine& e) : e_(e) {}
+  decider(const decider&) = delete;
+  decider& operator=(const decider&) = delete;
+  ~decider() { stop(); }
+
+  bool started() const { return started_; }
+  const decide_cmd::last_line& output() const { return line_; }
+
+  bool start(const std::string& cmd, std::function<void(int)> done, std::string& error) {
+    started_ = true;
+    done_ = std::move(done);
+    sigchld_.emplace(e_.io(), SIGCHLD);  // before the fork: its end is never missed
+    child_ = decide_cmd::spawn(cmd, error);
+    if (!child_) {
+      sigchld_.reset();
+      return false;
+    }
+    running_ = true;
+    pipe_.emplace(e_.io(), child_->out_fd);
+    read_more();
+    await_end();
+    return true;
+  }
+
+  /// Kills the command's process group if it still runs, and stops watching it.
+  void stop() {
+    if (running_) {
+      decide_cmd::kill_group(*child_);
+      int status = 0;
+      decide_cmd::reap(child_->pid, status, true);
+      running_ = false;
+    }
+    close();
+  }
+
+ private:
+  void close() {
+    asio::error_code ec;
+    if (pipe_) pipe_->close(ec);
+    if (sigchld_) sigchld_->cancel(ec);
+  }
+  void read_more() {
+    pipe_->async_read_some(asio::buffer(buf_), [this](asio::error_code ec, std::size_t n) {
+      if (ec) return;  // its end, or closed: what counts is the process's end
+      line_.feed(std::string_view(buf_, n));
+      read_more();
+    });
+  }
+  void await_end() {
+    sigchld_->async_wait([this](asio::error_code ec, int) {
+      if (ec || !running_) return;
+      int status = 0;
+      pid_t r = decide_cmd::reap(child_->pid, status, false);
+      if (r != child_->pid) {
+        await_end();
+        return;
+      }
+      running_ = false;
+      // What it wrote last may still be in the pipe (a background process of
+      // its own may hold the pipe open for ever): take what is there now.
+      asio::error_code rec;
+      pipe_->non_blocking(true, rec);
+      for (;;) {
+        std::size_t n = pipe_->read_some(asio::buffer(buf_), rec);
+        if (rec || n == 0) break;
+        line_.feed(std::string_view(buf_, n));
+      }
+      close();
+      done_(status);
+    });
+  }
+
+  engine& e_;
+  std::optional<decide_cmd::child> child_;
+  std::optional<asio::posix::stream_descriptor> pipe_;
+  std::optional<asio::signal_set> sigchld_;
+  decide_cmd::last_line line_;
+  std::function<void(int)> done_;
+  bool started_ = false, running_ = false;
+  char buf_[4096];
 };
 
 std::string join_members(const proto::barrier_info& b) {
@@ -774,8 +868,53 @@ class tcp_coordinator final : public coordinator {
     e.set_resumable(o_.keepalive);
     waiter w(e, a.scope, a.name, wo);
     w.start();
+    std::optional<decider> cmd;  // the chief of --decide-by
+    std::string verdict_request;  // once its command ended: the DECIDE (or ABORT) it sent
+    if (a.decide) {
+      cmd.emplace(e);
+      e.on_finish([&cmd] { cmd->stop(); });
+    }
+    auto decide_now = [&](const proto::all_here& ah) {
+      if (cmd->started()) {  // ALLHERE again (a host restarted with its journal): the command runs once
+        if (!verdict_request.empty()) e.write(verdict_request);
+        return;
+      }
+      std::string who = a.rank ? fmt::format("rank {} on {}", *a.rank, o_.client_host)
+                               : fmt::format("{} pid {}", o_.client_host, o_.pid);
+      std::string error;
+      bool ok = cmd->start(
+          wo.decide_by,
+          [&, who, ah](int status) {
+            std::string why;
+            if (auto v = decide_cmd::verdict_of(status, why)) {
+              proto::decide d;
+              d.name = ah.name;
+              d.scope = a.scope;
+              d.id = a.id;
+              d.v = *v;
+              d.message = cmd->output().message();
+              verdict_request = proto::format_request(d);
+            } else {
+              verdict_request = proto::format_request(proto::abort_req{
+                  a.scope, a.name, printable(fmt::format("the chief's --decide-by command ({}) {}", who, why))});
+            }
+            e.write(verdict_request);
+          },
+          error);
+      if (!ok) {
+        verdict_request = proto::format_request(proto::abort_req{
+            a.scope, a.name, printable(fmt::format("the chief ({}) could not run its --decide-by command: {}", who,
+                                                   error))});
+        e.write(verdict_request);
+      }
+    };
     return e.run(proto::format_request(a), [&](const proto::reply& r) -> std::optional<outcome> {
       if (auto h = w.handle(r)) return *h;
+      if (auto* ah = std::get_if<proto::all_here>(&r); ah && cmd) {
+        decide_now(*ah);
+        return std::nullopt;
+      }
+      if (cmd && std::holds_alternative<proto::decided>(r)) return std::nullopt;  // RELEASE follows
       if (auto* wt = std::get_if<proto::waiting>(&r)) {
         e.set_interrupt_note(fmt::format("; withdrew from barrier {} (round {})", a.name, wt->gen));
         e.leave_on_interrupt();

@@ -41,6 +41,9 @@ struct wait_options {
   std::function<void(const progress&)> on_progress;
   /// decide: told once when the verdict is recorded but not delivered a second later.
   std::function<void(const std::string&)> on_note;
+  /// wait with ARRIVE decide=1 (the chief of --decide-by): the command to run
+  /// through /bin/sh -c once all are here; its exit status is the verdict.
+  std::string decide_by;
 };
 
 struct connect_options {

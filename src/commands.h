@@ -65,6 +65,9 @@ struct wait_cmd_options {
   bool chief = false;
   std::optional<duration> timeout;
   std::optional<duration> progress;  ///< default: 1s on a terminal, 30s otherwise
+  std::string decide_by;                    ///< --decide-by CMD: the chief runs it for the verdict
+  std::optional<duration> decide_timeout;   ///< --decide-timeout: abort when CMD runs past it
+  std::optional<duration> decide_within;    ///< --decide-within: abort when no verdict comes within it
 };
 
 struct decide_options {

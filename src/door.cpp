@@ -23,6 +23,8 @@ bool local_door::submit(const door_input& in, output& out, std::string& error) {
           state_.prune(i.now, i.max_idle);
         else if constexpr (std::is_same_v<T, input::forget>)
           state_.forget(i.which, out);
+        else if constexpr (std::is_same_v<T, input::expire>)
+          state_.expire(i.now, out);
         else
           state_.shutdown(i.text, out);
       },

@@ -58,6 +58,13 @@ struct prune {
 struct forget {
   barrier_set::idle_barrier which;
 };
+/// Abort the rounds whose chief gave no verdict within its within= of all
+/// arriving, by now (barrier_set::expire). The host writes it when a decide
+/// deadline passes; with a store it goes through the log like any input, so
+/// every host aborts the same rounds.
+struct expire {
+  millis now;
+};
 /// Tell everyone waiting that the host stops (SHUTDOWN :text), and forget them.
 struct shutdown {
   std::string text;
@@ -65,7 +72,7 @@ struct shutdown {
 }  // namespace input
 
 using door_input = std::variant<input::arrive, input::decide, input::abort, input::leave, input::prune, input::forget,
-                                input::shutdown>;
+                                input::shutdown, input::expire>;
 
 class door {
  public:

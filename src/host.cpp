@@ -376,6 +376,8 @@ class server {
   }
   /// Sends the replies of one step (and logs its events); the host was active.
   void send_all(output& out) {
+    for (millis at : out.deadlines) arm_decide_deadline(at);
+    out.deadlines.clear();
     count_ended(out);  // metrics (issue 21)
     for (auto& line : out.log) event(line);
     for (auto& e : out.sends) {
@@ -389,6 +391,23 @@ class server {
     out.log.clear();
     last_active_ = now();
     if (holding_ == 0) observe_release();
+  }
+  /// A round waits for its chief's verdict until `at` (wait --decide-within,
+  /// --decide-timeout): wake then, and feed the barriers an expire input,
+  /// which aborts what is overdue (the rule is theirs, barrier_set::expire).
+  void arm_decide_deadline(millis at) {
+    if (stopping_ || (decide_at_ && *decide_at_ <= at)) return;
+    decide_at_ = at;
+    decide_timer_.expires_after(std::chrono::milliseconds(std::max<millis>(0, at - now())));
+    decide_timer_.async_wait([this](asio::error_code ec) {
+      if (ec || stopping_) return;
+      decide_at_.reset();
+      output out;
+      submit(input::expire{now()}, out);  // with a store: written to the log, applied on every host alike
+      send_all(out);
+      // With a store the input is applied when the log brings it back: look again a little later.
+      if (auto next = state_.next_deadline()) arm_decide_deadline(std::max(*next, now() + (link_ ? 1000 : 0)));
+    });
   }
   // ---- metrics (issue 21; issue #32 item 7) ----
   metrics_endpoint& metrics() { return metrics_; }
@@ -548,6 +567,7 @@ class server {
     shutdown_timer_.cancel();
     prune_timer_.cancel();
     idle_timer_.cancel();
+    decide_timer_.cancel();
     signals_.cancel();
     renew_timer_.cancel();
   }
@@ -559,6 +579,8 @@ class server {
   tcp::acceptor acceptor_;
   asio::signal_set signals_;
   asio::steady_timer prune_timer_, idle_timer_, shutdown_timer_;
+  asio::steady_timer decide_timer_{io_};
+  std::optional<millis> decide_at_;  ///< when decide_timer_ fires (arm_decide_deadline)
   std::chrono::steady_clock::time_point start_;
   barrier_set state_;
   system_services services_;

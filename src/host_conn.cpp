@@ -198,10 +198,17 @@ host_step host_conn::request(proto::request req) {
                                  !sealed() ? "this host does not authenticate: send no AUTH" : "AUTH was already done"},
               true);
   } else if (std::holds_alternative<proto::arrive>(req) || std::holds_alternative<proto::decide>(req)) {
-    if (arrived_) {
+    const auto* d = std::get_if<proto::decide>(&req);
+    if (arrived_ && d && may_decide_) {
+      // The chief of `wait --decide-by` (ARRIVE decide=1) gives its verdict on its own connection, once.
+      may_decide_ = false;
+      s.deliver = std::move(req);
+    } else if (arrived_) {
       s = reply(proto::error_reply{proto::error_kind::badrequest, "one ARRIVE or DECIDE per connection"}, true);
     } else {
       arrived_ = true;  // until the barriers refuse it (refused())
+      const auto* a = std::get_if<proto::arrive>(&req);
+      may_decide_ = a && a->decide;
       s.deliver = std::move(req);
     }
   } else {

@@ -144,7 +144,7 @@ class host_conn {
   void stranger() { stranger_ = true; }
   /// The barriers refused the ARRIVE or DECIDE this connection delivered:
   /// it may try again (docs/protocol.md).
-  void refused() { arrived_ = false; }
+  void refused() { arrived_ = may_decide_ = false; }
   /// A reply for the wire: each line sealed (a MAC and the next sequence
   /// number) once the connection is authenticated, else as given.
   std::string seal(std::string bytes);
@@ -189,6 +189,7 @@ class host_conn {
   bool hello_ : 1 = false;
   bool awaiting_auth_ : 1 = false;
   bool arrived_ : 1 = false;
+  bool may_decide_ : 1 = false;  ///< an ARRIVE decide=1 came: one DECIDE may follow on this connection
   bool munge_pending_ : 1 = false;
   bool stranger_ : 1 = false;
 };

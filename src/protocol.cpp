@@ -344,6 +344,10 @@ std::variant<request, request_error> parse_request(std::string_view raw) {
     a.n = r.optional_u32("n", 1, max_n);
     a.rank = r.optional_u32("rank", 0, max_n - 1);
     a.chief = r.flag("chief", false);
+    a.decide = r.flag("decide", false);
+    a.within_ms = r.optional_u32("within", 1, max_within_ms);
+    if (r.ok() && (a.decide || a.within_ms) && !a.chief)
+      r.fail(fmt::format("{} is for the chief: it needs chief=1", a.decide ? "decide=1" : "within"));
     if (r.ok() && a.n && a.rank && *a.rank >= *a.n)
       r.fail(fmt::format("rank={} is not below n={}", *a.rank, *a.n));
     out = a;
@@ -436,6 +440,8 @@ std::string format_request(const request& req) {
           add(l, "n", opt_num(m.n));
           add(l, "rank", opt_num(m.rank));
           add(l, "chief", m.chief ? "1" : "0");
+          if (m.decide) add(l, "decide", "1");
+          if (m.within_ms) add(l, "within", std::to_string(*m.within_ms));
         } else if constexpr (std::is_same_v<T, decide>) {
           l.verb = "DECIDE";
           add(l, "scope", m.scope);

@@ -74,7 +74,15 @@ struct arrive {
   std::string name, scope, id;
   std::optional<std::uint32_t> n, rank;
   bool chief = false;
+  /// decide=1 (with chief=1): the chief decides on this connection once all
+  /// are here (wait --decide-by); its connection closing first aborts the round.
+  bool decide = false;
+  /// within=MS (with chief=1): the round is aborted when no verdict comes
+  /// within MS of all arriving (wait --decide-within, --decide-timeout).
+  std::optional<std::uint32_t> within_ms;
 };
+/// The largest within= (ms): 24 days.
+inline constexpr std::uint32_t max_within_ms = 2'073'600'000;
 struct decide {
   std::string name;  ///< "" = let the host pick
   std::string scope, id;

@@ -217,6 +217,8 @@ std::string encode(const door_input& in) {
           return fmt::format("P {} {}", m.now, m.max_idle);
         else if constexpr (std::is_same_v<T, input::forget>)
           return fmt::format("F {} {} {} {}", m.which.gen, m.which.last_activity, m.which.scope, m.which.name);
+        else if constexpr (std::is_same_v<T, input::expire>)
+          return fmt::format("E {}", m.now);
         else
           return {};  // shutdown: one host's own, not shared
       },
@@ -235,6 +237,12 @@ bool decode(std::string_view line, door_input& in, std::string& error) {
     input::prune p;
     if (!number(word(rest), p.now) || !number(word(rest), p.max_idle) || !rest.empty()) return fail("prune");
     in = p;
+    return true;
+  }
+  if (kind == "E") {
+    input::expire e;
+    if (!number(word(rest), e.now) || !rest.empty()) return fail("expire");
+    in = e;
     return true;
   }
   if (kind == "F") {
@@ -427,6 +435,8 @@ void replica::apply(const std::string& h, std::int64_t inc, const door_input& in
           // applied (a skewed host forgot every barrier). input::forget is.
         } else if constexpr (std::is_same_v<T, input::forget>) {
           state_.forget(m.which, out);
+        } else if constexpr (std::is_same_v<T, input::expire>) {
+          state_.expire(m.now, out);
         } else if constexpr (!std::is_same_v<T, input::shutdown>) {
           last_now_ = std::max(last_now_, m.now);
           conn_id rid = replica_id(h, inc, m.c);
@@ -435,7 +445,8 @@ void replica::apply(const std::string& h, std::int64_t inc, const door_input& in
             // DECIDE on a connection that waits, so such a line is not one of
             // a host's, and is dropped (everywhere alike). Applied, it would
             // leave a member that no departure reaches (found by fuzz_store).
-            if (state_.is_waiting(rid)) return;
+            // The one exception: the chief of `wait --decide-by` gives its verdict on its connection.
+            if (state_.is_waiting(rid) && !(std::is_same_v<T, input::decide> && state_.decides_on(rid))) return;
             state_.came_through(h);  // for status: the host each participant came through
             if constexpr (std::is_same_v<T, input::arrive>)
               state_.arrive(rid, m.req, m.peer, m.now, out);

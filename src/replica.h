@@ -30,7 +30,8 @@ namespace tfb::store {
 /// another version is refused), since they must all reach the same state.
 // 2: a batch applied once per sequence (replays refused); 3: forgetting by
 // the time keeper's input (no wall clock), settings in the origin record.
-constexpr int state_machine_version = 3;
+// 4: a chief that decides on its connection (ARRIVE decide=1), decide deadlines (input E).
+constexpr int state_machine_version = 4;
 
 /// The keys under a store's prefix.
 struct layout {

@@ -18,6 +18,24 @@ std::string exit_code_help() {
 
 }  // namespace
 
+namespace {
+int parsed_argc = 0;
+char** parsed_argv = nullptr;
+}  // namespace
+
+void set_args(int argc, char** argv) {
+  parsed_argc = argc;
+  parsed_argv = argv;
+}
+
+bool mentions(std::string_view prefix) {
+  for (int i = 1; i < parsed_argc; ++i) {
+    std::string_view a = parsed_argv[i];
+    if (a.starts_with(prefix) || a == "-h" || a == "--help" || a == "--help-all") return true;
+  }
+  return false;
+}
+
 // CLI11 prints the callback's text and a newline after it.
 void set_footer(CLI::App* app, const char* examples) {
   app->footer([examples] {

@@ -34,6 +34,13 @@ command_parser define_secret(CLI::App& app);
 /// Sets the footer: the examples, then the exit code table. Built only when
 /// help is printed, so that a `wait` never formats the table.
 void set_footer(CLI::App* app, const char* examples);
+/// The command line being parsed, for mentions().
+void set_args(int argc, char** argv);
+/// Whether the command line holds an argument that starts with prefix, or
+/// asks for help: options that few use (wait --decide-*) are built only
+/// then, since CLI11 spends some 15,000 instructions on each option it
+/// builds, and `wait`'s start-up must not grow (bench/startup-cost.sh).
+bool mentions(std::string_view prefix);
 
 CLI::Validator name_validator();
 CLI::Validator verdict_validator();

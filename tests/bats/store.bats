@@ -207,6 +207,47 @@ arrived_on() {
   assert_line 'tfbarrier_store_apply_lag_revisions 0'
 }
 
+@test "wait --decide-by through a store: the chief's command on one host releases the ranks on the others" {
+  three_hosts
+  on 0 r1 --name d1 --n 3 --rank 1 --decide-by 'exit 7'
+  on 2 r2 --name d1 --n 3 --rank 2 --decide-by 'exit 7'
+  arrived_on 1 d1 2
+  run -1 env TFBARRIER_ADDR="$A_1" timeout 20 "$TFB" wait --name d1 --n 3 --rank 0 --decide-by 'echo "from the chief"; exit 1'
+  assert_output "from the chief"
+  expect_exits 1 r1 r2
+  grep -qx "from the chief" "$(out r1)"
+}
+
+@test "a store: the chief's host lost while its command runs aborts the round on every host" {
+  three_hosts
+  on 0 r1 --name d2 --n 3 --rank 1 --timeout 60s
+  on 2 r2 --name d2 --n 3 --rank 2 --timeout 60s
+  arrived_on 1 d2 2
+  on 1 r0 --name d2 --n 3 --rank 0 --decide-by "echo \$\$ >$BATS_TEST_TMPDIR/cmd.pid; exec sleep 60" --connect-timeout 3s
+  wait_for_match "$BATS_TEST_TMPDIR/cmd.pid" '^[0-9]+$'
+  kill -9 "${STORE_PID[1]}"
+  # Within the 2 s lease and etcd's expiry tick, not at the others' --timeout.
+  expect_exit_within 3 10 r1
+  expect_exit_within 3 10 r2
+  grep -q "aborted: the chief (rank 0 on $(uname -n)) died while deciding (its host of the store was lost)" "$(err r1)"
+  grep -q "died while deciding" "$(err r2)"
+  # The chief, its host gone, gives up (69) and its command goes with it.
+  expect_exit_within 69 15 r0
+  wait_gone "$(cat "$BATS_TEST_TMPDIR/cmd.pid")" 5
+}
+
+@test "a store: --decide-within passing aborts the round for the ranks on every host" {
+  three_hosts
+  on 0 r1 --name d3 --n 3 --rank 1 --timeout 60s
+  on 2 r2 --name d3 --n 3 --rank 2 --timeout 60s
+  arrived_on 1 d3 2
+  run -0 env TFBARRIER_ADDR="$A_1" timeout 20 "$TFB" wait --name d3 --n 3 --rank 0 --chief --decide-within 1s
+  expect_exit_within 3 10 r1
+  expect_exit_within 3 10 r2
+  grep -q "gave no verdict within 1s of all arriving" "$(err r1)"
+  grep -q "gave no verdict within 1s of all arriving" "$(err r2)"
+}
+
 @test "kill -9 of the etcd leader mid-round: the round completes with the right verdict" {
   # A lease of 6 s: its renew deadline (4 s) outlasts the election, in which
   # no renewal succeeds; with 2 s (1.3 s) the hosts fence themselves in it.

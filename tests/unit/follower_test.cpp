@@ -103,7 +103,7 @@ TEST(SharedSettings, TheOriginRecordCarriesThemAndAnOlderOneIsKnownByItsVersion)
   ASSERT_TRUE(parse_origin(format_origin(s), sm, back));
   EXPECT_EQ(sm, state_machine_version);
   EXPECT_EQ(back, s);
-  EXPECT_EQ(format_origin(s), "tfbarrier store sm=3 max-barriers=12 forget-after=4000");
+  EXPECT_EQ(format_origin(s), "tfbarrier store sm=4 max-barriers=12 forget-after=4000");
   ASSERT_TRUE(parse_origin("tfbarrier store sm=2", sm, back));  // version 2 wrote the version alone
   EXPECT_EQ(sm, 2);
   EXPECT_FALSE(parse_origin("tfbarrier store sm=3", sm, back));  // from 3 on, the settings are there

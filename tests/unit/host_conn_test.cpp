@@ -259,6 +259,29 @@ TEST_F(host_conn_test, ADecideAfterAnArriveIsRefused) {
                      "one ARRIVE or DECIDE per connection");
 }
 
+TEST_F(host_conn_test, TheChiefOfDecideByMaySendOneDecideOnItsConnection) {
+  conn.feed(open_host, hello_line());
+  proto::arrive a;
+  a.name = "b";
+  a.scope = "job";
+  a.id = "abc";
+  a.n = 2;
+  a.chief = true;
+  a.decide = true;
+  conn.feed(open_host, line_of(a));
+  proto::decide d;
+  d.name = "b";
+  d.scope = "job";
+  d.id = "abc";
+  d.v = proto::verdict::stop;
+  host_step s = conn.feed(open_host, line_of(d));
+  ASSERT_TRUE(s.deliver.has_value());
+  EXPECT_TRUE(std::holds_alternative<proto::decide>(*s.deliver));
+  // One only.
+  expect_closed_with(conn.feed(open_host, line_of(d)), proto::error_kind::badrequest,
+                     "one ARRIVE or DECIDE per connection");
+}
+
 TEST_F(host_conn_test, ARefusedArriveLeavesTheConnectionFreeForAnotherTry) {
   conn.feed(open_host, hello_line());
   conn.feed(open_host, arrive_line());

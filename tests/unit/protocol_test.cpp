@@ -522,6 +522,22 @@ TEST(ParseArrive, UnknownNAndRank) {
   EXPECT_EQ(a.rank, 999999u);
 }
 
+TEST(ParseArrive, TheChiefThatDecidesOnItsConnectionAndItsDeadline) {
+  auto a = req_ok<arrive>("ARRIVE name=e scope=s id=a n=3 rank=0 chief=1 decide=1 within=600000");
+  EXPECT_TRUE(a.decide);
+  EXPECT_EQ(a.within_ms, 600000u);
+  EXPECT_EQ(format_request(a), "ARRIVE name=e scope=s id=a n=3 rank=0 chief=1 decide=1 within=600000\n");
+  // Written only when set: a plain arrival's line is as before.
+  auto plain = req_ok<arrive>("ARRIVE name=e scope=s id=a n=3 rank=1 chief=0");
+  EXPECT_FALSE(plain.decide);
+  EXPECT_EQ(plain.within_ms, std::nullopt);
+  EXPECT_EQ(format_request(plain), "ARRIVE name=e scope=s id=a n=3 rank=1 chief=0\n");
+  EXPECT_CONTAINS(req_err("ARRIVE name=e scope=s id=a n=3 rank=1 chief=0 decide=1").text, "needs chief=1");
+  EXPECT_CONTAINS(req_err("ARRIVE name=e scope=s id=a n=3 rank=1 within=5").text, "needs chief=1");
+  req_err("ARRIVE name=e scope=s id=a chief=1 within=0");
+  req_err("ARRIVE name=e scope=s id=a chief=1 within=2073600001");
+}
+
 TEST(ParseArrive, Limits) {
   EXPECT_EQ(req_ok<arrive>("ARRIVE name=e scope=s id=a n=1000000 rank=999999").n, max_n);
   EXPECT_EQ(req_ok<arrive>("ARRIVE name=e scope=s id=a n=1 rank=0").n, 1u);
@@ -1544,6 +1560,9 @@ const char* const doc_client_lines[] = {
     "ARRIVE name=e2 scope=default id=w n=2 rank=1 chief=0",
     "ARRIVE name=e2 scope=default id=k n=2 rank=0 chief=1",
     "DECIDE scope=default id=d verdict=stop name=- n=- rank=- wait=1 :loss diverged",
+    "ARRIVE name=e3 scope=default id=w n=2 rank=1 chief=0",
+    "ARRIVE name=e3 scope=default id=k n=2 rank=0 chief=1 decide=1 within=60000",
+    "DECIDE scope=default id=k verdict=stop name=e3 n=- rank=- wait=1 :loss 0.5",
 };
 
 struct host_example {
@@ -1588,6 +1607,15 @@ std::vector<host_example> doc_host_lines() {
        release{"e2", 1, verdict::stop, std::nullopt, "loss diverged"}, ""},
       {"RELEASE name=e2 gen=1 verdict=stop delivered=1 :loss diverged",
        release{"e2", 1, verdict::stop, 1u, "loss diverged"}, ""},
+      {"WAITING name=e3 gen=1 arrived=1 n=2", waiting{"e3", 1, 1, 2u}, ""},
+      {"WAITING name=e3 gen=1 arrived=2 n=2", waiting{"e3", 1, 2, 2u}, ""},
+      {"ALLHERE name=e3 gen=1 arrived=2 n=2", all_here{"e3", 1, 2, 2}, ""},
+      {"DECIDED name=e3 gen=1 verdict=stop arrived=2 n=2", decided{"e3", 1, verdict::stop, 2, 2u}, ""},
+      {"RELEASE name=e3 gen=1 verdict=stop :loss 0.5", release{"e3", 1, verdict::stop, std::nullopt, "loss 0.5"}, ""},
+      {"RELEASE name=e3 gen=1 verdict=stop delivered=1 :loss 0.5", release{"e3", 1, verdict::stop, 1u, "loss 0.5"},
+       ""},
+      {"ABORTED name=e3 gen=1 :the chief (rank 0 on n1) died while deciding",
+       aborted{"e3", 1, std::nullopt, "the chief (rank 0 on n1) died while deciding"}, ""},
   };
 }
 

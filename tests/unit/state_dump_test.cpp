@@ -195,10 +195,10 @@ TEST(StateDump, BrokenTextIsRefusedAndChangesNothing) {
     EXPECT_FALSE(error.empty());
     EXPECT_EQ(b.dump(), before);
   }
-  for (std::string bad : {std::string("set 2 0 0 1 =\nend\n"), std::string("set 1 0 5 1 =\nend\n"),
-                          std::string("set 1 0 0 1 =\nmem 1 - =h 1 0 =i 0 0 1 0 0\nend\n"),
-                          std::string("set 1 0 0 1 =\nbar =a =b 0 0 = 0\nend\n"),
-                          std::string("set 1 0 0 1 =\nbar =a =b 0 0 = 0\nrnd open 1 2 = 9 0 = = 0 -1 1 0 0 0 0 0\nend\n"),
+  for (std::string bad : {std::string("set 1 0 0 1 =\nend\n"), std::string("set 2 0 5 1 =\nend\n"),
+                          std::string("set 2 0 0 1 =\nmem 1 - =h 1 0 =i 0 0 1 0 0 0\nend\n"),
+                          std::string("set 2 0 0 1 =\nbar =a =b 0 0 = 0\nend\n"),
+                          std::string("set 2 0 0 1 =\nbar =a =b 0 0 = 0\nrnd open 1 2 = 9 0 = = 0 -1 1 0 0 0 -1 -1 0 0\nend\n"),
                           text + "end\n"}) {
     EXPECT_FALSE(b.load(bad, error)) << bad;
     EXPECT_EQ(b.dump(), before);
@@ -208,9 +208,9 @@ TEST(StateDump, BrokenTextIsRefusedAndChangesNothing) {
 TEST(StateDump, AHandWrittenSnapshotLoads) {
   // The seed of the fuzzer's corpus (fuzz/corpus/store/snapshot-1): the format as docs/store.md shows it.
   const std::string text =
-      "replica 3 3 100 0\nhost =A:1 5 4\nhost =B:1 6 0\nid 1 =A:1 5 7\nid 2 =B:1 6 8\nstate\n"
-      "set 1 0 1 2 = =A:1\nbar =job =e 0 0 = 100\nfin 1 1 = 2 =p0 =p1\n"
-      "rnd open 2 3 =rank%200 - 0 = = 100 -1 1 0 0 0 0 0\nmem 1 0 =n 100 1 =p0 0 0 1 0 100\n"
+      "replica 4 3 100 0\nhost =A:1 5 4\nhost =B:1 6 0\nid 1 =A:1 5 7\nid 2 =B:1 6 8\nstate\n"
+      "set 2 0 1 2 = =A:1\nbar =job =e 0 0 = 100\nfin 1 1 = 2 =p0 =p1\n"
+      "rnd open 2 3 =rank%200 - 0 = = 100 -1 1 0 0 0 -1 -1 0 0\nmem 1 0 =n 100 1 =p0 0 0 1 0 0 100\n"
       "gone 1 =n 101 1 99 =p1\nat 1 2 1\nend\n";
   barrier_set s;
   store::replica r("A:1", s);
@@ -230,9 +230,9 @@ TEST(StateDump, AHandWrittenSnapshotLoads) {
 // waits nowhere could never be withdrawn).
 TEST(StateDump, AnInconsistentSnapshotIsRefused) {
   const std::string base =
-      "replica 3 3 100 0\nhost =A:1 5 0\nid 1 =A:1 5 7\nstate\n"
-      "set 1 0 1 2 = =A:1\nbar =job =e 0 0 = 100\n"
-      "rnd open 2 N =rank%200 - 0 = = 100 -1 1 0 0 0 0 0\nmem 1 0 =n 100 1 =p0 0 0 1 0 100\nAT\nend\n";
+      "replica 4 3 100 0\nhost =A:1 5 0\nid 1 =A:1 5 7\nstate\n"
+      "set 2 0 1 2 = =A:1\nbar =job =e 0 0 = 100\n"
+      "rnd open 2 N =rank%200 - 0 = = 100 -1 1 0 0 0 -1 -1 0 0\nmem 1 0 =n 100 1 =p0 0 0 1 0 0 100\nAT\nend\n";
   auto text = [&](std::string n, std::string at) {
     std::string t = base;
     t.replace(t.find(" N "), 3, " " + n + " ");
@@ -252,7 +252,7 @@ TEST(StateDump, AnInconsistentSnapshotIsRefused) {
   std::string t = text("3", "at 1 2 1");
   EXPECT_FALSE(r.load(std::string(t).replace(t.find("id 1 =A:1 5 7"), 13, "id 1 =A:1 4 7"), error));
   EXPECT_FALSE(r.load(std::string(t).replace(t.find("id 1 =A:1 5 7"), 13, "id 7 =A:1 5 7"), error));
-  EXPECT_FALSE(r.load(std::string(t).replace(0, t.find('\n'), "replica 3 1 100 0"), error));  // member 1 >= next 1
+  EXPECT_FALSE(r.load(std::string(t).replace(0, t.find('\n'), "replica 4 1 100 0"), error));  // member 1 >= next 1
 }
 
 TEST(StateDump, AHostBackBeforeItsOldEndIsWrittenDumpsBothIncarnations) {

@@ -1,0 +1,237 @@
+// wait --decide-by and --decide-within (issue #33 part 1): the chief that
+// decides on its own connection, the abort when it goes before its verdict,
+// and the decide deadline. Rules of src/barrier.h; docs/protocol.md, ARRIVE.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "../support/barrier_checker.h"
+#include "barrier.h"
+#include "decide_cmd.h"
+
+#include <sys/wait.h>
+
+namespace tfb {
+namespace {
+
+using check::peer;
+using opt_u32 = std::optional<std::uint32_t>;
+
+std::string to(const output& o, conn_id c) {
+  std::string s;
+  for (const auto& e : o.sends)
+    if (e.to == c) s += proto::format_reply(e.msg);
+  return s;
+}
+
+class DecideBy : public ::testing::Test {
+ protected:
+  barrier_set bs;
+  millis now = 10'000;
+
+  output arrive(conn_id c, opt_u32 rank, bool chief = false, bool decides = false,
+                std::optional<std::uint32_t> within = std::nullopt, std::string id = "") {
+    proto::arrive a;
+    a.name = "e";
+    a.scope = "default";
+    a.id = id.empty() ? "id" + std::to_string(c) : id;
+    a.n = 3;
+    a.rank = rank;
+    a.chief = chief;
+    a.decide = decides;
+    a.within_ms = within;
+    output out;
+    bs.arrive(c, a, peer(c), now, out);
+    return out;
+  }
+  output decide(conn_id c, proto::verdict v, std::string message = "") {
+    proto::decide d;
+    d.name = "e";
+    d.scope = "default";
+    d.id = "id" + std::to_string(c);
+    d.v = v;
+    d.message = std::move(message);
+    output out;
+    bs.decide(c, d, peer(c), now, out);
+    return out;
+  }
+  output gone(conn_id c, departure how = departure::disconnected) {
+    output out;
+    bs.leave(c, how, now, out);
+    return out;
+  }
+  output expire() {
+    output out;
+    bs.expire(now, out);
+    return out;
+  }
+};
+
+TEST_F(DecideBy, TheChiefStaysWaitingOnceAllAreHere) {
+  arrive(1, 1);
+  arrive(2, 2);
+  output o = arrive(3, 0, true, true);
+  EXPECT_EQ(to(o, 3), "WAITING name=e gen=1 arrived=3 n=3\nALLHERE name=e gen=1 arrived=3 n=3\n");
+  EXPECT_TRUE(bs.is_waiting(3));
+  EXPECT_TRUE(bs.decides_on(3));
+  EXPECT_FALSE(bs.decides_on(1));
+}
+
+TEST_F(DecideBy, ItsVerdictOnItsConnectionReleasesEveryone) {
+  arrive(1, 1);
+  arrive(2, 2);
+  arrive(3, 0, true, true);
+  output o = decide(3, proto::verdict::stop, "loss 0.5");
+  EXPECT_EQ(to(o, 3),
+            "DECIDED name=e gen=1 verdict=stop arrived=3 n=3\n"
+            "RELEASE name=e gen=1 verdict=stop delivered=2 :loss 0.5\n");
+  EXPECT_EQ(to(o, 1), "RELEASE name=e gen=1 verdict=stop :loss 0.5\n");
+  EXPECT_EQ(to(o, 2), "RELEASE name=e gen=1 verdict=stop :loss 0.5\n");
+  EXPECT_FALSE(bs.active());
+  EXPECT_FALSE(bs.decides_on(3));
+}
+
+TEST_F(DecideBy, TheChiefDyingWhileDecidingAbortsTheRoundAtOnce) {
+  arrive(1, 1);
+  arrive(2, 2);
+  arrive(3, 0, true, true);
+  output o = gone(3);
+  const std::string aborted = "ABORTED name=e gen=1 :the chief (rank 0 on h3) died while deciding\n";
+  EXPECT_EQ(to(o, 1), aborted);
+  EXPECT_EQ(to(o, 2), aborted);
+  EXPECT_EQ(to(o, 3), "");  // its connection is closed
+  EXPECT_FALSE(bs.active());
+  ASSERT_EQ(o.journal.size(), 1u);  // journaled, as any abort
+  EXPECT_EQ(o.journal[0].what, journal_entry::kind::abort);
+  // A late arrival hears it too.
+  EXPECT_EQ(to(arrive(4, 1), 4), aborted);
+}
+
+TEST_F(DecideBy, HowTheChiefWentIsInTheReason) {
+  arrive(1, 1);
+  arrive(2, 2);
+  arrive(3, 0, true, true);
+  EXPECT_EQ(to(gone(3, departure::lost), 1),
+            "ABORTED name=e gen=1 :the chief (rank 0 on h3) died while deciding (its host of the store was lost)\n");
+}
+
+TEST_F(DecideBy, AChiefThatWithdrawsWhileDecidingAbortsToo) {
+  arrive(1, 1);
+  arrive(2, 2);
+  arrive(3, 0, true, true);
+  output o = gone(3, departure::left);
+  EXPECT_EQ(to(o, 3), "LEFT name=e gen=1\n");
+  EXPECT_EQ(to(o, 1), "ABORTED name=e gen=1 :the chief (rank 0 on h3) withdrew while deciding\n");
+}
+
+TEST_F(DecideBy, ATwoStepChiefGoingAfterAllHereAbortsNothing) {
+  // wait --chief without --decide-by: its wait ends at ALLHERE, and `decide` follows.
+  arrive(1, 1);
+  arrive(2, 2);
+  arrive(3, 0, true, false);
+  output o = gone(3);
+  EXPECT_TRUE(o.sends.empty());
+  EXPECT_TRUE(bs.active());
+}
+
+TEST_F(DecideBy, TheChiefLeavingBeforeAllAreHereOnlyWithdraws) {
+  arrive(1, 1);
+  arrive(3, 0, true, true);
+  output o = gone(3);
+  EXPECT_TRUE(o.sends.empty());
+  EXPECT_TRUE(bs.is_waiting(1));
+}
+
+TEST_F(DecideBy, NoVerdictWithinTheDeadlineAbortsTheRound) {
+  arrive(1, 1, true, false, 2000);  // wait --chief --decide-within 2s
+  arrive(2, 0);
+  output last = arrive(3, 2);
+  ASSERT_EQ(last.deadlines.size(), 1u);
+  EXPECT_EQ(last.deadlines[0], now + 2000);
+  EXPECT_EQ(bs.next_deadline(), now + 2000);
+  now += 1999;
+  EXPECT_TRUE(expire().sends.empty());
+  now += 1;
+  output o = expire();
+  const std::string aborted =
+      "ABORTED name=e gen=1 :the chief (rank 1 on h1) gave no verdict within 2s of all arriving (its "
+      "--decide-timeout or --decide-within)\n";
+  EXPECT_EQ(to(o, 2), aborted);
+  EXPECT_EQ(to(o, 3), aborted);
+  EXPECT_EQ(to(o, 1), "");  // a two-step chief's wait ended at ALLHERE
+  EXPECT_EQ(bs.next_deadline(), std::nullopt);
+}
+
+TEST_F(DecideBy, TheDeadlineTellsAChiefStillDecidingToo) {
+  arrive(1, 1);
+  arrive(2, 2);
+  arrive(3, 0, true, true, 500);
+  now += 500;
+  output o = expire();
+  EXPECT_NE(to(o, 3).find("ABORTED name=e gen=1 :the chief (rank 0 on h3) gave no verdict within"), std::string::npos);
+}
+
+TEST_F(DecideBy, AVerdictInTimeDisarmsTheDeadline) {
+  arrive(1, 1);
+  arrive(2, 2);
+  arrive(3, 0, true, true, 500);
+  decide(3, proto::verdict::continue_);
+  EXPECT_EQ(bs.next_deadline(), std::nullopt);
+  now += 1000;
+  EXPECT_TRUE(expire().sends.empty());
+}
+
+TEST_F(DecideBy, ADecideOnAWaitingConnectionThatDecidesNothingIsRefused) {
+  arrive(1, 1, true, true);
+  output o = decide(1, proto::verdict::stop);  // not all here yet
+  EXPECT_EQ(to(o, 1).rfind("ERR BADREQUEST", 0), 0u) << to(o, 1);
+  EXPECT_TRUE(bs.is_waiting(1));
+}
+
+TEST_F(DecideBy, TheDumpKeepsWhoDecidesAndTheDeadline) {
+  arrive(1, 1);
+  arrive(2, 2);
+  arrive(3, 0, true, true, 700);
+  barrier_set copy;
+  std::string error;
+  ASSERT_TRUE(copy.load(bs.dump(), error)) << error;
+  EXPECT_EQ(copy.dump(), bs.dump());
+  EXPECT_TRUE(copy.decides_on(3));
+  EXPECT_EQ(copy.next_deadline(), now + 700);
+  output o;
+  copy.leave(3, departure::disconnected, now, o);
+  EXPECT_EQ(to(o, 1), "ABORTED name=e gen=1 :the chief (rank 0 on h3) died while deciding\n");
+}
+
+TEST(DecideCmd, TheMessageIsTheLastNonEmptyLineEscapedAndBounded) {
+  decide_cmd::last_line l;
+  l.feed("epoch 3\nloss 0.");
+  l.feed("25\r\n\n");
+  EXPECT_EQ(l.message(), "loss 0.25");
+  l.feed("no newline at the end");
+  EXPECT_EQ(l.message(), "no newline at the end");
+  decide_cmd::last_line esc;
+  esc.feed("\x1b[31mred\n");
+  EXPECT_EQ(esc.message(), "\\x1b[31mred");
+  decide_cmd::last_line big;
+  big.feed(std::string(100'000, 'x') + "\n");
+  EXPECT_TRUE(proto::valid_text(big.message()));
+  EXPECT_LE(big.message().size(), proto::max_text);
+}
+
+TEST(DecideCmd, TheExitStatusIsTheVerdict) {
+  std::string why;
+  EXPECT_EQ(decide_cmd::verdict_of(0, why), proto::verdict::continue_);
+  EXPECT_EQ(decide_cmd::verdict_of(1 << 8, why), proto::verdict::stop);
+  EXPECT_EQ(decide_cmd::verdict_of(2 << 8, why), std::nullopt);
+  EXPECT_EQ(why, "exited with status 2 (0 is continue, 1 stop)");
+  EXPECT_EQ(decide_cmd::verdict_of(SIGKILL, why), std::nullopt);  // a wait status: killed by signal 9
+  EXPECT_EQ(why, "was killed by signal 9 (SIGKILL)");
+  EXPECT_EQ(decide_cmd::verdict_of(SIGTERM, why), std::nullopt);
+  EXPECT_EQ(why, "was killed by signal 15 (SIGTERM)");
+  EXPECT_EQ(decide_cmd::verdict_of(40, why), std::nullopt);
+  EXPECT_EQ(why, "was killed by signal 40");
+}
+
+}  // namespace
+}  // namespace tfb
