@@ -297,8 +297,8 @@ void barrier_set::complete(barrier& b, millis now, output& out) {
       chief.connected = false;
     }  // else its connection stays, and gives the verdict (or its closing aborts the round)
     if (r.within >= 0) {
-      r.deadline = now + r.within;
-      out.deadlines.push_back(r.deadline);
+      r.deadline = now + r.within;  // for status; the abort is measured by the hosts (expire)
+      out.deadlines.push_back(decide_deadline{b.scope, b.name, r.gen, r.within});
     }
     // Journaled before ALLHERE goes out: after a crash the round is still complete,
     // and the chief's `decide` (with or without --n) finds it waiting for its verdict.
@@ -605,20 +605,20 @@ std::string barrier_set::chief_words(const member& m) {
                 : fmt::format("the chief ({} pid {})", m.host, m.pid);
 }
 
-void barrier_set::expire(millis now, output& out) {
-  for (auto& [k, b] : barriers_) {
-    if (b.aborted) continue;
-    for (auto& [g, r] : b.gathered) {
-      if (r.deadline < 0 || r.deadline > now || r.v != verdict::none) continue;
-      std::string chief = r.chief && r.members.count(*r.chief) ? chief_words(r.members.at(*r.chief)) : "the chief";
-      abort_barrier(b,
-                    fmt::format("{} gave no verdict within {} of all arriving (its --decide-timeout or "
-                                "--decide-within)",
-                                chief, format_duration(duration(r.within))),
-                    now, out);
-      break;  // the barrier is aborted, its rounds gone
-    }
-  }
+void barrier_set::expire(const decide_deadline& which, millis now, output& out) {
+  auto it = barriers_.find(key{which.scope, which.name});
+  if (it == barriers_.end() || it->second.aborted) return;
+  barrier& b = it->second;
+  auto g = b.gathered.find(which.gen);
+  if (g == b.gathered.end()) return;
+  round& r = g->second;
+  if (r.within < 0 || r.v != verdict::none) return;
+  std::string chief = r.chief && r.members.count(*r.chief) ? chief_words(r.members.at(*r.chief)) : "the chief";
+  b.last_activity = now;
+  abort_barrier(b,
+                fmt::format("{} gave no verdict within {} of all arriving (its --decide-timeout or --decide-within)",
+                            chief, format_duration(duration(r.within))),
+                now, out);
 }
 
 bool barrier_set::decides_on(conn_id c) const {
@@ -631,12 +631,14 @@ bool barrier_set::decides_on(conn_id c) const {
   return m != g->second.members.end() && m->second.decides;
 }
 
-std::optional<millis> barrier_set::next_deadline() const {
-  std::optional<millis> first;
-  for (const auto& [k, b] : barriers_)
+std::vector<decide_deadline> barrier_set::pending_deadlines() const {
+  std::vector<decide_deadline> all;
+  for (const auto& [k, b] : barriers_) {
+    if (b.aborted) continue;
     for (const auto& [g, r] : b.gathered)
-      if (r.deadline >= 0 && r.v == verdict::none && (!first || r.deadline < *first)) first = r.deadline;
-  return first;
+      if (r.within >= 0 && r.v == verdict::none) all.push_back(decide_deadline{b.scope, b.name, g, r.within});
+  }
+  return all;
 }
 
 void barrier_set::leave(conn_id c, departure how, millis now, output& out, bool timed_out) {

@@ -64,6 +64,14 @@ struct round_end {
   std::string last_node;  ///< released: the node (HELLO host=) of the last arrival; empty when not known
 };
 
+/// A gathered round waiting for its chief's verdict for at most `within` ms
+/// (wait --decide-within, --decide-timeout): which round, and how long.
+struct decide_deadline {
+  std::string scope, name;
+  std::uint64_t gen = 0;
+  millis within = 0;
+};
+
 /// Participants counted by one step, for the host's metrics: arrivals that
 /// joined a round, and members that went before their round ended, by how.
 struct tally {
@@ -81,8 +89,9 @@ struct output {
   std::vector<round_record> rounds;    ///< rounds that ended in this step, for the arrival history (history.h)
   tally counted;                       ///< participants that came and went in this step (metrics)
   /// Decide deadlines armed in this step (a chief's within=): the host wakes
-  /// then and calls barrier_set::expire.
-  std::vector<millis> deadlines;
+  /// `within` after it applied this step, on its own monotonic clock, and
+  /// submits input::expire for the round (barrier_set::expire).
+  std::vector<decide_deadline> deadlines;
   /// Set by a host with a store (replica.h): a release's or an abort's replies
   /// go only to the connections it accepts. The others' waits end all the
   /// same, unseen: their own hosts tell them. Null: every reply.
@@ -102,10 +111,13 @@ class barrier_set {
   void abort(conn_id c, const proto::abort_req& a, millis now, output& out);
   /// Aborts every round whose chief gave no verdict within its ARRIVE's
   /// within= of all arriving, by now (wait --decide-within, --decide-timeout).
-  void expire(millis now, output& out);
+  /// Clock-free: the round is named, and whoever measured the time (the
+  /// host, on its own clock) decided it was due; a round already decided,
+  /// released or aborted is left alone, so a late second expire does nothing.
+  void expire(const decide_deadline& which, millis now, output& out);
   /// The earliest such deadline of a round still waiting for its verdict
   /// (the host arms a timer for it and then calls expire), or nullopt.
-  std::optional<millis> next_deadline() const;
+  std::vector<decide_deadline> pending_deadlines() const;
   /// LEAVE (explicit == true, replies LEFT) or a closed connection.
   void leave(conn_id c, bool explicit_leave, millis now, output& out) {
     leave(c, explicit_leave ? departure::left : departure::disconnected, now, out);

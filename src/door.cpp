@@ -24,7 +24,7 @@ bool local_door::submit(const door_input& in, output& out, std::string& error) {
         else if constexpr (std::is_same_v<T, input::forget>)
           state_.forget(i.which, out);
         else if constexpr (std::is_same_v<T, input::expire>)
-          state_.expire(i.now, out);
+          state_.expire(i.which, i.now, out);
         else
           state_.shutdown(i.text, out);
       },

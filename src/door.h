@@ -63,6 +63,7 @@ struct forget {
 /// deadline passes; with a store it goes through the log like any input, so
 /// every host aborts the same rounds.
 struct expire {
+  decide_deadline which;  ///< the round whose deadline passed, as its host measured it
   millis now;
 };
 /// Tell everyone waiting that the host stops (SHUTDOWN :text), and forget them.

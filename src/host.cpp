@@ -30,6 +30,7 @@
 #include <deque>
 #include <fmt/format.h>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -376,7 +377,7 @@ class server {
   }
   /// Sends the replies of one step (and logs its events); the host was active.
   void send_all(output& out) {
-    for (millis at : out.deadlines) arm_decide_deadline(at);
+    for (auto& d : out.deadlines) arm_decide_deadline(std::move(d));
     out.deadlines.clear();
     count_ended(out);  // metrics (issue 21)
     for (auto& line : out.log) event(line);
@@ -392,22 +393,46 @@ class server {
     last_active_ = now();
     if (holding_ == 0) observe_release();
   }
-  /// A round waits for its chief's verdict until `at` (wait --decide-within,
-  /// --decide-timeout): wake then, and feed the barriers an expire input,
-  /// which aborts what is overdue (the rule is theirs, barrier_set::expire).
-  void arm_decide_deadline(millis at) {
-    if (stopping_ || (decide_at_ && *decide_at_ <= at)) return;
+  /// A round waits for its chief's verdict for d.within (wait
+  /// --decide-within, --decide-timeout), from when this host applied its
+  /// gathering, measured on this host's own monotonic clock: no host's wall
+  /// clock decides it (docs/store.md). When it passes and the round still
+  /// waits, the host submits an expire input naming the round; with a store
+  /// it goes through the log, and the first applied aborts the round on
+  /// every host alike (the others' find it gone: nothing).
+  void arm_decide_deadline(decide_deadline d) {
+    if (stopping_) return;
+    auto at = std::chrono::steady_clock::now() + std::chrono::milliseconds(d.within);
+    decide_due_.emplace(at, std::move(d));
+    arm_decide_timer();
+  }
+  void arm_decide_timer() {
+    if (stopping_ || decide_due_.empty()) return;
+    auto at = decide_due_.begin()->first;
+    if (decide_at_ && *decide_at_ <= at) return;  // armed for an earlier one
     decide_at_ = at;
-    decide_timer_.expires_after(std::chrono::milliseconds(std::max<millis>(0, at - now())));
+    decide_timer_.expires_at(at);  // an earlier wait, if any, ends with operation_aborted
     decide_timer_.async_wait([this](asio::error_code ec) {
       if (ec || stopping_) return;
       decide_at_.reset();
-      output out;
-      submit(input::expire{now()}, out);  // with a store: written to the log, applied on every host alike
-      send_all(out);
-      // With a store the input is applied when the log brings it back: look again a little later.
-      if (auto next = state_.next_deadline()) arm_decide_deadline(std::max(*next, now() + (link_ ? 1000 : 0)));
+      auto now_steady = std::chrono::steady_clock::now();
+      std::vector<decide_deadline> due;
+      while (!decide_due_.empty() && decide_due_.begin()->first <= now_steady) {
+        due.push_back(std::move(decide_due_.begin()->second));
+        decide_due_.erase(decide_due_.begin());
+      }
+      for (auto& d : due) {
+        output out;
+        submit(input::expire{std::move(d), now()}, out);
+        send_all(out);
+      }
+      arm_decide_timer();
     });
+  }
+  /// After a catch-up (or a start over): the rounds of the state that wait
+  /// for a verdict with a deadline get it again, in full, from now.
+  void arm_pending_deadlines() {
+    for (auto& d : state_.pending_deadlines()) arm_decide_deadline(std::move(d));
   }
   // ---- metrics (issue 21; issue #32 item 7) ----
   metrics_endpoint& metrics() { return metrics_; }
@@ -580,7 +605,8 @@ class server {
   asio::signal_set signals_;
   asio::steady_timer prune_timer_, idle_timer_, shutdown_timer_;
   asio::steady_timer decide_timer_{io_};
-  std::optional<millis> decide_at_;  ///< when decide_timer_ fires (arm_decide_deadline)
+  std::optional<std::chrono::steady_clock::time_point> decide_at_;  ///< when decide_timer_ fires
+  std::multimap<std::chrono::steady_clock::time_point, decide_deadline> decide_due_;  ///< arm_decide_deadline's
   std::chrono::steady_clock::time_point start_;
   barrier_set state_;
   system_services services_;
@@ -1196,6 +1222,7 @@ void server::check_caught_up() {
 // they connect again and arrive again, and each is told its round's outcome.
 void server::on_catch_up(store::link::catch_up cu) {
   act(follower_->on_catch_up(std::move(cu)));
+  arm_pending_deadlines();
   check_caught_up();
 }
 

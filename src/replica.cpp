@@ -218,7 +218,7 @@ std::string encode(const door_input& in) {
         else if constexpr (std::is_same_v<T, input::forget>)
           return fmt::format("F {} {} {} {}", m.which.gen, m.which.last_activity, m.which.scope, m.which.name);
         else if constexpr (std::is_same_v<T, input::expire>)
-          return fmt::format("E {}", m.now);
+          return fmt::format("E {} {} {} {} {}", m.now, m.which.gen, m.which.within, m.which.scope, m.which.name);
         else
           return {};  // shutdown: one host's own, not shared
       },
@@ -241,7 +241,11 @@ bool decode(std::string_view line, door_input& in, std::string& error) {
   }
   if (kind == "E") {
     input::expire e;
-    if (!number(word(rest), e.now) || !rest.empty()) return fail("expire");
+    if (!number(word(rest), e.now) || !number(word(rest), e.which.gen) || !number(word(rest), e.which.within))
+      return fail("expire");
+    e.which.scope = word(rest);
+    e.which.name = word(rest);
+    if (!proto::valid_name(e.which.scope) || !proto::valid_name(e.which.name) || !rest.empty()) return fail("expire");
     in = e;
     return true;
   }
@@ -436,7 +440,7 @@ void replica::apply(const std::string& h, std::int64_t inc, const door_input& in
         } else if constexpr (std::is_same_v<T, input::forget>) {
           state_.forget(m.which, out);
         } else if constexpr (std::is_same_v<T, input::expire>) {
-          state_.expire(m.now, out);
+          state_.expire(m.which, m.now, out);
         } else if constexpr (!std::is_same_v<T, input::shutdown>) {
           last_now_ = std::max(last_now_, m.now);
           conn_id rid = replica_id(h, inc, m.c);

@@ -248,6 +248,41 @@ arrived_on() {
   grep -q "gave no verdict within 1s of all arriving" "$(err r2)"
 }
 
+@test "a store with a host an hour ahead and one an hour behind (libfaketime): --decide-within neither aborts early nor late" {
+  # Found in review: the deadline was an absolute time from the gathering
+  # host's wall clock, compared with each host's own: a host an hour ahead
+  # aborted every round at once, one behind never in time. Now each host
+  # measures `within` on its own monotonic clock; the abort names the round.
+  local fake=(env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 FAKETIME_DONT_FAKE_MONOTONIC=1)
+  store_host 0
+  HOST_WRAP=("${fake[@]}" FAKETIME=+1h)
+  store_host 1
+  HOST_WRAP=("${fake[@]}" FAKETIME=-1h)
+  store_host 2
+  HOST_WRAP=()
+  # A verdict within the deadline releases the round, whichever host gathers it.
+  on 1 a1 --name s1 --n 3 --rank 1 --timeout 60s
+  on 2 a2 --name s1 --n 3 --rank 2 --timeout 60s
+  arrived_on 0 s1 2
+  run -1 env TFBARRIER_ADDR="$A_0" timeout 20 "$TFB" wait --name s1 --n 3 --rank 0 --decide-within 6s \
+    --decide-by 'sleep 2; echo "done at 2s"; exit 1'
+  expect_exits 1 a1 a2
+  grep -q "done at 2s" "$(out a1)"
+  # No verdict: aborted on every host after the deadline, not before it.
+  on 1 b1 --name s2 --n 3 --rank 1 --timeout 60s
+  on 2 b2 --name s2 --n 3 --rank 2 --timeout 60s
+  arrived_on 0 s2 2
+  local start=$SECONDS
+  run -0 env TFBARRIER_ADDR="$A_0" timeout 20 "$TFB" wait --name s2 --n 3 --rank 0 --chief --decide-within 3s
+  still_running 2 b1 b2
+  expect_exit_within 3 10 b1
+  expect_exit_within 3 10 b2
+  echo "aborted after $((SECONDS - start)) s"
+  [ $((SECONDS - start)) -ge 3 ]
+  grep -q "gave no verdict within 3s of all arriving" "$(err b1)"
+  grep -q "gave no verdict within 3s of all arriving" "$(err b2)"
+}
+
 @test "kill -9 of the etcd leader mid-round: the round completes with the right verdict" {
   # A lease of 6 s: its renew deadline (4 s) outlasts the election, in which
   # no renewal succeeds; with 2 s (1.3 s) the hosts fence themselves in it.

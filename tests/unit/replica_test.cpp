@@ -46,7 +46,8 @@ TEST(StoreInputs, EveryKindRoundTrips) {
   proto::abort_req ab{"job", "e", "node 4 died"};
   std::vector<door_input> ins{arrival(7, "e", 4, 2, 1234), input::decide{9, d, peer_info{"n0", 5}, 99}, input::decide{9, any, peer_info{"", 5}, 99},
                               input::abort{3, ab, 77}, input::leave{7, departure::unresponsive, 1300, true},
-                              input::leave{8, departure::lost, 1, false}, input::prune{5000, 60000}};
+                              input::leave{8, departure::lost, 1, false}, input::prune{5000, 60000},
+                              input::expire{decide_deadline{"job", "epoch3", 4, 2000}, 5000}};
   for (const auto& in : ins) {
     std::string line = encode(in);
     ASSERT_FALSE(line.empty());
@@ -65,7 +66,8 @@ TEST(StoreInputs, MalformedLinesAreRefusedWithAReason) {
   std::string error;
   for (std::string_view bad : {"", "Z 1 2", "A x 2 3 h ARRIVE name=a", "A 1 2 3 h PING", "L 1 2 gone 0",
                                "L 1 2 left 2", "P 1", "P 1 2 3", "X 1 2 ARRIVE name=a n=2",
-                               "A 1 2 3 h ARRIVE name=a name=b n=2"}) {
+                               "A 1 2 3 h ARRIVE name=a name=b n=2", "E 5", "E 5 4 2000 job", "E 5 4 2000 job e x",
+                               "E 5 x 2000 job e"}) {
     EXPECT_FALSE(decode(bad, in, error)) << bad;
     EXPECT_FALSE(error.empty()) << bad;
   }
