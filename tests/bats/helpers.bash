@@ -93,12 +93,13 @@ free_port() {
   /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
-# N ports of 127.0.0.1 that stay closed for the whole test: each is bound and
-# never listened on, by a process in BG_PIDS, so a connection to it is refused
-# and no other process (another test's etcd or frozen relay) can take it. A
-# port from free_port was once taken between the test's choice and its
-# connect, and the refusal the test expected became a timeout. Prints the ports
-# on one line.
+# closed_ports N: sets CLOSED_PORTS to N ports of 127.0.0.1 that stay closed
+# for the whole test: each is bound and never listened on, by a process in
+# BG_PIDS, so a connection to it is refused and no other process (another
+# test's etcd or frozen relay) can take it. A port from free_port was once
+# taken between the test's choice and its connect, and the refusal the test
+# expected became a timeout. Called directly, not in $(...): the process
+# must be in this shell's BG_PIDS, and hold none of Bats's descriptors.
 closed_ports() {
   local n=$1 f="$BATS_TEST_TMPDIR/closed-ports.$RANDOM"
   /usr/bin/python3 -c '
@@ -110,11 +111,11 @@ with open(sys.argv[2] + ".tmp", "w") as f:
     f.write(" ".join(str(s.getsockname()[1]) for s in socks) + "\n")
 os.rename(sys.argv[2] + ".tmp", sys.argv[2])
 time.sleep(600)
-' "$n" "$f" &
+' "$n" "$f" </dev/null >/dev/null 2>&1 3>&- &
   BG_PIDS+=("$!")
   local i
   for i in $(seq 100); do [ -s "$f" ] && break; sleep 0.05; done
-  cat "$f"
+  read -r -a CLOSED_PORTS <"$f"
 }
 
 # Ends every host and background process of the test, frozen ones (SIGSTOP) too.

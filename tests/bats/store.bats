@@ -1061,9 +1061,8 @@ forgotten_within() {
 # ---- The store's address when no etcd answers -------------------------------------------------
 
 @test "serve --store with no etcd listening: exit 69, each endpoint tried and why, and what to check" {
-  local ports
-  ports=$(closed_ports 2)
-  read -r p1 p2 <<<"$ports"
+  closed_ports 2
+  local p1=${CLOSED_PORTS[0]} p2=${CLOSED_PORTS[1]}
   run -69 timeout 30 "$TFB" serve --listen 127.0.0.1:0 --store "etcd://127.0.0.1:$p1,127.0.0.1:$p2/nothing"
   assert_output --partial "cannot use the store etcd://127.0.0.1:$p1,127.0.0.1:$p2/nothing: no etcd endpoint answered"
   assert_output --partial "http://127.0.0.1:$p1: Couldn't connect to server"
