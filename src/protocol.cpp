@@ -738,7 +738,7 @@ bool read_status_line(status_reply& st, const line& l, reader& r) {
       nodes.remove_prefix(std::min(nodes.size(), item.size() + 1));
       auto at = item.find('@');
       std::uint32_t rank = 0;
-      if (at == std::string_view::npos || at + 1 == item.size() ||
+      if (at == std::string_view::npos || at == 0 || at + 1 == item.size() ||
           std::from_chars(item.data(), item.data() + at, rank).ptr != item.data() + at)
         continue;
       out.push_back({rank, std::string(item.substr(at + 1))});

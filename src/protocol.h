@@ -250,7 +250,7 @@ std::string format_reply(const reply& r);
 /// assembled until END. Returns a reply when one is complete.
 /// The most a client holds of one multi-line reply (a STATUS, a HISTORY page)
 /// before its end, counted as reply_reader::cost does: a host's STATUS of
-/// 100,000 participants costs 59 MiB at most (36 MB on the wire; measured by
+/// 100,000 participants costs 62 MiB at most (36 MB on the wire; measured by
 /// reply_reader_test), a HISTORY page about 256 KiB. A host that streams on,
 /// never ending the reply, would grow the client without bound.
 inline constexpr std::size_t max_reply_bytes = std::size_t{256} << 20;
