@@ -177,8 +177,8 @@ watch_until_ctrl_c() {  # watch_until_ctrl_c LANG BAR-CHAR
   BG_PIDS+=($!)
   wait_arrived ep 1
   pane C
-  # A refresh every 10 s: what changes within the test is the resize's redraw.
-  tmux -L "$SOCK" send-keys "$TFB status --watch 10s; echo EXIT=\$?" Enter
+  # A refresh a minute: what changes within the test is the resize's redraw.
+  tmux -L "$SOCK" send-keys "$TFB status --watch 1m; echo EXIT=\$?" Enter
   until_screen "^ep r1 \[[#.]{40,}\] 1/3 open .*verdict none$"
   tmux -L "$SOCK" resize-window -x 50 -y 30
   # At 50 columns the bar gives way to the rest (cutting the old line would keep the bar).
