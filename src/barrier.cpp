@@ -769,6 +769,16 @@ proto::status_reply barrier_set::status(const proto::status_req& s, millis now) 
           missing.push_back(i);
       }
       info.missing = proto::format_ranges(missing, proto::max_missing_ranges);
+      if (s.last) {
+        // Where the first missing ranks were last seen: those that left this
+        // round are known here; the host adds the others from its history.
+        for (std::size_t i = 0; i < missing.size() && i < proto::max_missing_nodes; ++i) {
+          std::string node;
+          for (const gone& g : r.departed)
+            if (g.rank == missing[i]) node = hist::node_label(g.host);
+          info.missing_nodes.push_back({missing[i], std::move(node)});
+        }
+      }
     }
     out.barriers.push_back(std::move(info));
   };
@@ -787,7 +797,9 @@ proto::status_reply barrier_set::status(const proto::status_req& s, millis now) 
       continue;
     }
     for (const auto& [g, r] : b.gathered) describe_round(b, r, proto::round_state::gathered);
-    if (!b.open.members.empty() || !s.name.empty()) describe_round(b, b.open, proto::round_state::open);
+    // last=1 (status --watch) keeps a barrier on screen between its rounds.
+    if (!b.open.members.empty() || !s.name.empty() || (s.last && b.gathered.empty()))
+      describe_round(b, b.open, proto::round_state::open);
   }
   return out;
 }

@@ -3,8 +3,10 @@
 #include "client.h"
 
 #include <pwd.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <array>
 #include <asio.hpp>
 #include <chrono>
 #include <deque>
@@ -103,12 +105,54 @@ class engine {
     keepalive_.cancel();
     interrupt_grace_.cancel();
     reply_deadline_.cancel();
+    if (keys_) keys_->cancel(ec);
   }
   bool done() const { return result_.has_value(); }
   asio::io_context& io() { return io_; }
   /// Called once when the call ends, before its timers are cancelled: a
   /// --decide-by command still running is stopped there.
   void on_finish(std::function<void()> f) { on_finish_ = std::move(f); }
+
+  ~engine() {
+    // The terminal's descriptor is the caller's: never closed here.
+    if (keys_) {
+      asio::error_code ec;
+      keys_->cancel(ec);
+      (void)keys_->release();
+    }
+  }
+  /// status --watch: keys (one that quits ends the call with 0) and resizes.
+  void watch_terminal(const watch_hooks& h) {
+    if (h.resized) {
+      resized_ = h.resized;
+      signals_.add(SIGWINCH);
+    }
+    if (h.keys_fd >= 0 && h.quit_key) {
+      quit_key_ = h.quit_key;
+      asio::error_code ec;
+      keys_.emplace(io_);
+      keys_->assign(h.keys_fd, ec);
+      if (ec) {
+        keys_.reset();
+        return;
+      }
+      read_keys();
+    }
+  }
+  /// Waits d without connecting; nullopt after d, or the outcome of a signal
+  /// or a quitting key that came first.
+  std::optional<outcome> idle(duration d) {
+    await_signal();
+    progress_.expires_after(d);
+    progress_.async_wait([this](asio::error_code ec) {
+      if (ec || done()) return;
+      signals_.cancel();
+      asio::error_code ignored;
+      if (keys_) keys_->cancel(ignored);
+    });
+    io_.run();
+    return result_;
+  }
   asio::steady_timer& timeout_timer() { return timeout_; }
   asio::steady_timer& progress_timer() { return progress_; }
   const std::string& addr() const { return o_.addr; }
@@ -127,9 +171,26 @@ class engine {
     if (!writing_) write_next();
   }
 
+  void read_keys() {
+    keys_->async_read_some(asio::buffer(key_buf_), [this](asio::error_code ec, std::size_t n) {
+      if (ec || done()) return;  // the terminal went (EOF): no more keys, the rest goes on
+      for (std::size_t i = 0; i < n; ++i)
+        if (quit_key_(key_buf_[i])) {
+          finish(outcome{exit_code::ok, "", ""});
+          return;
+        }
+      read_keys();
+    });
+  }
+
   void await_signal() {
     signals_.async_wait([this](asio::error_code ec, int sig) {
       if (ec || done()) return;
+      if (sig == SIGWINCH) {
+        if (resized_) resized_();
+        await_signal();
+        return;
+      }
       bool term = sig == SIGTERM;
       interrupt_signal_ = term ? "SIGTERM" : "SIGINT";
       outcome o{term ? exit_code::interrupted_term : exit_code::interrupted_int, "",
@@ -506,6 +567,10 @@ class engine {
   asio::signal_set signals_;
   asio::steady_timer deadline_, timeout_, progress_, keepalive_, interrupt_grace_;
   asio::steady_timer reply_deadline_;  ///< for the end of a multi-line reply that has begun
+  std::optional<asio::posix::stream_descriptor> keys_;  ///< status --watch: the terminal's keys
+  std::array<char, 64> key_buf_{};
+  std::function<bool(char)> quit_key_;
+  std::function<void()> resized_;
   bool reply_begun_ = false;
   /// How long an interrupted call waits for the host to answer its LEAVE.
   static constexpr duration interrupt_grace = std::chrono::seconds(1);
@@ -859,6 +924,38 @@ std::string aborted_text(const proto::aborted& a) {
   return fmt::format("barrier {} (round {}) was aborted{}{}", a.name, a.gen, a.reason.empty() ? "" : ": ", a.reason);
 }
 
+// SIGINT, SIGTERM and SIGWINCH held blocked while closed; on destruction
+// the ones that came meanwhile are taken (they were meant for the call that
+// ended) and the mask is as before.
+class signal_gate {
+ public:
+  signal_gate() {
+    sigemptyset(&set_);
+    for (int s : {SIGINT, SIGTERM, SIGWINCH}) sigaddset(&set_, s);
+    pthread_sigmask(SIG_BLOCK, &set_, &before_);
+  }
+  ~signal_gate() {
+    sigset_t pending;
+    sigpending(&pending);
+    for (int s : {SIGINT, SIGTERM, SIGWINCH})
+      if (sigismember(&pending, s) && !sigismember(&before_, s)) {
+        sigset_t one;
+        sigemptyset(&one);
+        sigaddset(&one, s);
+        int got = 0;
+        sigwait(&one, &got);
+      }
+    pthread_sigmask(SIG_SETMASK, &before_, nullptr);
+  }
+  signal_gate(const signal_gate&) = delete;
+  signal_gate& operator=(const signal_gate&) = delete;
+  void open() { pthread_sigmask(SIG_UNBLOCK, &set_, nullptr); }
+  void close() { pthread_sigmask(SIG_BLOCK, &set_, nullptr); }
+
+ private:
+  sigset_t set_, before_;
+};
+
 class tcp_coordinator final : public coordinator {
  public:
   explicit tcp_coordinator(connect_options o) : o_(std::move(o)) {}
@@ -1027,20 +1124,51 @@ class tcp_coordinator final : public coordinator {
     });
   }
 
-  outcome watch(const proto::status_req& s, duration every,
-                std::function<void(const proto::status_reply&)> on_reply) override {
-    engine e(o_);
+  outcome watch(const proto::status_req& s, duration every, const watch_hooks& h) override {
     std::string request = proto::format_request(s);
-    return e.run(request, [&](const proto::reply& r) -> std::optional<outcome> {
-      auto* st = std::get_if<proto::status_reply>(&r);
-      if (!st) return std::nullopt;
-      on_reply(*st);
-      e.progress_timer().expires_after(every);
-      e.progress_timer().async_wait([&e, &request](asio::error_code ec) {
-        if (!ec && !e.done()) e.write(request);
-      });
-      return std::nullopt;
-    });
+    // Between one connection's engine and the next, a signal waits (blocked)
+    // for the next one's handler rather than meet the default action, which
+    // would leave the terminal in the alternate screen.
+    signal_gate gate;
+    bool seen = false;  // the host answered once: a loss from now on is tried again
+    unsigned failed = 0;
+    auto next_try = std::chrono::milliseconds(500);
+    for (;;) {
+      connect_options o = o_;
+      if (seen) {
+        o.quiet_reconnect = true;  // the view says it, not stderr under it
+        o.connect_timeout = std::min<duration>(o.connect_timeout, std::chrono::seconds(2));  // one try
+      }
+      outcome out;
+      {
+        engine e(o);
+        e.watch_terminal(h);
+        gate.open();
+        out = e.run(request, [&](const proto::reply& r) -> std::optional<outcome> {
+          auto* st = std::get_if<proto::status_reply>(&r);
+          if (!st) return std::nullopt;
+          seen = true;
+          failed = 0;
+          next_try = std::chrono::milliseconds(500);
+          h.reply(*st);
+          e.progress_timer().expires_after(every);
+          e.progress_timer().async_wait([&e, &request](asio::error_code ec) {
+            if (!ec && !e.done()) e.write(request);
+          });
+          return std::nullopt;
+        });
+        gate.close();
+      }
+      if (out.exit_code != exit_code::unreachable || !h.reconnect || !seen) return out;
+      if (h.lost) h.lost(out.err, failed++, next_try);
+      engine pause(o);
+      pause.watch_terminal(h);
+      gate.open();
+      auto ended = pause.idle(next_try);
+      gate.close();
+      if (ended) return *ended;
+      next_try = std::min<std::chrono::milliseconds>(next_try * 2, std::chrono::seconds(5));
+    }
   }
 
   // HISTORY in pages of about 256 KiB: one connection each, until the host

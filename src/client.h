@@ -71,6 +71,20 @@ struct connect_options {
   std::string store;
 };
 
+/// What status --watch hands the call: where the replies go, and on a
+/// terminal, the keys, resizes and a lost host.
+struct watch_hooks {
+  std::function<void(const proto::status_reply&)> reply;
+  /// Once the host has answered, a lost host is tried again for ever (only
+  /// a signal or a quitting key ends the call): told at once (failed = 0),
+  /// and after each failed try, with the wait before the next.
+  bool reconnect = false;
+  std::function<void(const std::string& why, unsigned failed, duration next)> lost;
+  int keys_fd = -1;                     ///< a terminal to read keys from; -1: none
+  std::function<bool(char)> quit_key;   ///< true: this key ends the call with exit 0
+  std::function<void()> resized;        ///< on SIGWINCH; null: not watched
+};
+
 class coordinator {
  public:
   virtual ~coordinator() = default;
@@ -80,10 +94,11 @@ class coordinator {
   virtual outcome abort(const proto::abort_req& a) = 0;
   virtual outcome status(const proto::status_req& s) = 0;
   /// status --watch: STATUS now and then every `every`, on one connection,
-  /// each reply to on_reply. Ends on SIGINT/SIGTERM (exit interrupted_*), or
-  /// with exit unreachable when the host is lost.
-  virtual outcome watch(const proto::status_req& s, duration every,
-                        std::function<void(const proto::status_reply&)> on_reply) = 0;
+  /// each reply to h.reply. Ends on SIGINT/SIGTERM (exit interrupted_*), a
+  /// quitting key (exit 0), or with exit unreachable when the host is lost
+  /// and h.reconnect is off, or was never reached. SIGINT, SIGTERM and
+  /// SIGWINCH are blocked between its connections (none is lost).
+  virtual outcome watch(const proto::status_req& s, duration every, const watch_hooks& h) = 0;
   /// HISTORY, every page (report, issue #21).
   virtual outcome history(const proto::history_req& h) = 0;
 };

@@ -91,6 +91,7 @@ std::uint64_t history::add(const round_record& r, std::int64_t wall_first_ms) {
     arrivals_.push_back(arrival_rec{a.rank.value_or(no_rank), intern(nodes_, node_index_, node_label(a.node)),
                                     clamp_u32(a.at - r.first), static_cast<std::uint32_t>(h.seq)});
   rounds_.push_back(h);
+  note_newest(h);
   trim();
   return h.seq;
 }
@@ -116,7 +117,47 @@ void history::add(const round_view& r) {
     arrivals_.push_back(arrival_rec{a.rank.value_or(no_rank), intern(nodes_, node_index_, node_label(a.node)),
                                     a.offset_ms, static_cast<std::uint32_t>(h.seq)});
   rounds_.push_back(h);
+  note_newest(h);
   trim();
+}
+
+void history::note_newest(const round_header& h) {
+  std::uint64_t& seq = newest_[std::uint64_t{h.scope} << 32 | h.name];
+  seq = std::max(seq, h.seq);
+}
+
+void history::fill_last(proto::barrier_info& b, std::int64_t now_ms) const {
+  auto scope = name_index_.find(b.scope), name = name_index_.find(b.name);
+  if (b.gen < 2 || scope == name_index_.end() || name == name_index_.end()) return;
+  auto seq = newest_.find(std::uint64_t{scope->second} << 32 | name->second);
+  if (seq == newest_.end()) return;
+  auto h = std::lower_bound(rounds_.begin(), rounds_.end(), seq->second,
+                            [](const round_header& x, std::uint64_t s) { return x.seq < s; });
+  if (h == rounds_.end() || h->seq != seq->second || h->gen + 1 != b.gen || h->end != round_record::ending::release)
+    return;
+  proto::barrier_info::last_round last;
+  last.gen = h->gen;
+  last.v = h->v;
+  std::int64_t released = h->at_ms + h->duration_ms;
+  last.ago_ms = now_ms > released ? now_ms - released : 0;
+  last.took_ms = h->duration_ms;
+  std::size_t base = static_cast<std::size_t>(h->first - dropped_);
+  if (h->count > 0) {
+    const arrival_rec& a = arrivals_[base + h->count - 1];  // in arrival order: the last is last
+    if (a.rank != no_rank) last.rank = a.rank;
+    last.node = nodes_[a.node];
+  }
+  b.last = std::make_shared<const proto::barrier_info::last_round>(std::move(last));
+  std::size_t unknown = 0;
+  for (const auto& rn : b.missing_nodes) unknown += rn.node.empty();
+  for (std::size_t i = 0; i < h->count && unknown > 0; ++i) {
+    const arrival_rec& a = arrivals_[base + i];
+    for (auto& rn : b.missing_nodes)
+      if (rn.node.empty() && rn.rank == a.rank) {
+        rn.node = nodes_[a.node];
+        --unknown;
+      }
+  }
 }
 
 void history::trim() {
@@ -139,7 +180,7 @@ std::size_t history::memory_bytes() const {
   std::size_t b = arrivals_.size() * sizeof(arrival_rec) + rounds_.size() * sizeof(round_header);
   for (const auto& s : nodes_) b += sizeof(std::string) + (s.size() > 15 ? s.capacity() : 0) + 32;  // + map node
   for (const auto& s : names_) b += sizeof(std::string) + (s.size() > 15 ? s.capacity() : 0) + 32;
-  return b;
+  return b + newest_.size() * 32;  // fill_last's index: a map node each
 }
 
 round_view history::view(const round_header& h) const {

@@ -129,6 +129,12 @@ class history {
   /// The seqs of the rounds that match q, oldest first.
   std::vector<std::uint64_t> select(const query& q) const;
   std::optional<round_view> get(std::uint64_t seq) const;
+  /// STATUS last=1 (status --watch): when the newest round held of b's
+  /// barrier is round b.gen - 1 and was released, sets b.last from it (its
+  /// age at now_ms, unix ms; its last arrival), and names the node of each
+  /// rank of b.missing_nodes that has none yet from that round.
+  void fill_last(proto::barrier_info& b, std::int64_t now_ms) const;
+
   /// Visits every round held, oldest first.
   void each(const std::function<void(const round_view&)>& f) const;
 
@@ -163,6 +169,10 @@ class history {
   std::vector<std::string> nodes_, names_;
   std::unordered_map<std::string, std::uint32_t> node_index_, name_index_;
   std::uint32_t run_ = intern_empty();  ///< names_ index of the current run
+  /// The newest round's seq of each barrier (scope << 32 | name, interned),
+  /// for fill_last: as many entries as names, which are never dropped either.
+  std::unordered_map<std::uint64_t, std::uint64_t> newest_;
+  void note_newest(const round_header& h);
   std::uint32_t intern_empty() { return intern(names_, name_index_, std::string()); }
 };
 

@@ -531,6 +531,16 @@ class server {
     record_unrecorded();  // a round that ended in this very turn of the loop is in the page
     return history_->page(q, 256 << 10);  // a page: about 256 KiB, and at least one round
   }
+  /// STATUS; with last=1 (status --watch) each barrier's last released round
+  /// and the nodes of its missing ranks come from the history (none without one).
+  proto::status_reply status(const proto::status_req& q, millis now) const {
+    proto::status_reply st = state().status(q, now);
+    if (!q.last || !history_) return st;
+    auto wall = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::system_clock::now().time_since_epoch()).count();
+    for (auto& b : st.barriers) history_->data().fill_last(b, wall);
+    return st;
+  }
   /// The hook for a participant that gave up at its --timeout (LEAVE why=timeout).
   void on_timeout_leave() { ++timeout_leaves_; }
   // ---- end of the arrival history
@@ -915,7 +925,7 @@ void session::dispatch(proto::request& req) {
           in.emplace(input::abort{id_, std::move(m), now});
           srv_.submit(*in, out);
         } else if constexpr (std::is_same_v<T, proto::status_req>) {
-          out.sends.push_back({id_, srv_.state().status(m, now)});
+          out.sends.push_back({id_, srv_.status(m, now)});
         } else if constexpr (std::is_same_v<T, proto::leave>) {
           bool timed_out = m.why == "timeout";
           if (timed_out) {

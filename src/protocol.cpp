@@ -384,6 +384,7 @@ std::variant<request, request_error> parse_request(std::string_view raw) {
     s.name = r.optional_str("name");
     if (!s.name.empty() && !valid_name(s.name)) r.fail(fmt::format("name={} is not a valid name", s.name));
     s.detail = r.flag("detail", false);
+    s.last = r.flag("last", false);
     out = s;
   } else if (l->verb == "LEAVE") {
     // why= is optional, and a value other than timeout is ignored like an unknown key.
@@ -462,6 +463,7 @@ std::string format_request(const request& req) {
           add(l, "scope", m.scope);
           add(l, "name", m.name);
           add(l, "detail", m.detail ? "1" : "0");
+          if (m.last) add(l, "last", "1");
         } else if constexpr (std::is_same_v<T, leave>) {
           l.verb = "LEAVE";
           if (!m.why.empty()) add(l, "why", m.why);
@@ -538,6 +540,14 @@ void format_status(const status_reply& m, std::string& out) {
     add(bl, "chief", b.chief ? "1" : "0");
     add(bl, "verdict", std::string(to_string(b.v)));
     add(bl, "age_ms", std::to_string(b.age_ms));
+    if (b.last) {
+      add(bl, "last_gen", std::to_string(b.last->gen));
+      add(bl, "last_verdict", std::string(to_string(b.last->v)));
+      add(bl, "last_ago_ms", std::to_string(b.last->ago_ms));
+      add(bl, "last_ms", std::to_string(b.last->took_ms));
+      add(bl, "last_rank", opt_num(b.last->rank));
+      add(bl, "last_node", b.last->node.substr(0, max_value));
+    }
     if (!b.reason.empty()) bl.text = b.reason;
     out += format_line(bl);
     std::size_t count = 0;
@@ -567,6 +577,17 @@ void format_status(const status_reply& m, std::string& out) {
       line ms;
       ms.verb = "MISSING";
       add(ms, "ranks", *b.missing);
+      // As many RANK@NODE as fit in one value; a node with ',' or no name is left out.
+      std::string nodes;
+      std::size_t named = 0;
+      for (const auto& rn : b.missing_nodes) {
+        if (++named > max_missing_nodes) break;
+        if (rn.node.empty() || rn.node.find(',') != std::string::npos || !valid_value(rn.node)) continue;
+        std::string item = fmt::format("{}@{}", rn.rank, rn.node);
+        if (nodes.size() + 1 + item.size() > max_value) break;
+        nodes += (nodes.empty() ? "" : ",") + item;
+      }
+      if (!nodes.empty()) add(ms, "nodes", nodes);
       out += format_line(ms);
     }
   }
@@ -682,6 +703,16 @@ bool read_status_line(status_reply& st, const line& l, reader& r) {
     b.v = parse_verdict(r.optional_str("verdict")).value_or(verdict::none);
     b.age_ms = static_cast<std::int64_t>(r.u64("age_ms"));
     b.reason = l.text.value_or("");
+    if (l.get("last_gen")) {  // STATUS last=1
+      barrier_info::last_round last;
+      last.gen = r.u64("last_gen");
+      last.v = parse_verdict(r.optional_str("last_verdict")).value_or(verdict::continue_);
+      last.ago_ms = static_cast<std::int64_t>(r.u64("last_ago_ms"));
+      last.took_ms = static_cast<std::int64_t>(r.u64("last_ms"));
+      last.rank = opt_field(r, "last_rank");
+      last.node = r.optional_str("last_node");
+      b.last = std::make_shared<const barrier_info::last_round>(std::move(last));
+    }
     st.barriers.push_back(std::move(b));
   } else if (verb == "MEMBER" && !st.barriers.empty()) {
     barrier_info::member m;
@@ -704,6 +735,20 @@ bool read_status_line(status_reply& st, const line& l, reader& r) {
     st.barriers.back().gone.push_back(std::move(g));
   } else if (verb == "MISSING" && !st.barriers.empty()) {
     st.barriers.back().missing = r.optional_str("ranks");
+    // nodes=RANK@NODE,...: at most max_missing_nodes kept; an item that is not one is skipped.
+    std::string held = r.optional_str("nodes");
+    std::string_view nodes = held;
+    auto& out = st.barriers.back().missing_nodes;
+    while (!nodes.empty() && out.size() < max_missing_nodes) {
+      std::string_view item = nodes.substr(0, nodes.find(','));
+      nodes.remove_prefix(std::min(nodes.size(), item.size() + 1));
+      auto at = item.find('@');
+      std::uint32_t rank = 0;
+      if (at == std::string_view::npos || at == 0 || at + 1 == item.size() ||
+          std::from_chars(item.data(), item.data() + at, rank).ptr != item.data() + at)
+        continue;
+      out.push_back({rank, std::string(item.substr(at + 1))});
+    }
   } else if (verb == "END") {
     return true;
   } else {
@@ -740,7 +785,9 @@ std::optional<reply> reply_reader::feed(std::string_view raw, std::string& error
 }
 
 std::size_t reply_reader::cost(std::string_view raw) {
-  std::size_t record = raw.starts_with("BARRIER ")  ? sizeof(barrier_info)
+  std::size_t record = raw.starts_with("BARRIER ")  ? sizeof(barrier_info) + (raw.find(" last_gen=") != std::string_view::npos
+                                                                  ? 2 * sizeof(barrier_info::last_round)  // with its control block
+                                                                  : 0)
                        : raw.starts_with("MEMBER ") ? sizeof(barrier_info::member)
                        : raw.starts_with("GONE ")   ? sizeof(barrier_info::gone_member)
                                                     : sizeof(std::string);  // MISSING, a HISTORY line

@@ -2,6 +2,7 @@
 // The wire protocol of docs/protocol.md: framing, parsing and formatting.
 // Pure: no sockets. Every function here is unit-tested and fuzzed.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -24,6 +25,8 @@ inline constexpr std::size_t max_id = 64;
 inline constexpr std::uint32_t max_n = 1'000'000;
 inline constexpr std::size_t max_member_lines = 1000;
 inline constexpr std::size_t max_missing_ranges = 64;
+/// STATUS last=1: the most missing ranks a MISSING line names the node of (nodes=).
+inline constexpr std::size_t max_missing_nodes = 16;
 
 /// One line, split: VERB key=value ... [:text]
 struct line {
@@ -98,6 +101,9 @@ struct status_req {
   std::string scope;  ///< "*" = all scopes
   std::string name;   ///< "" = all barriers
   bool detail = false;
+  /// last=1 (status --watch): every barrier, between rounds too, with its last
+  /// released round and the nodes its missing ranks were last seen on.
+  bool last = false;
 };
 /// why: "timeout" when the participant gives up at its --timeout (the host
 /// counts those per round); "" otherwise. Other values are kept as "".
@@ -214,6 +220,24 @@ struct barrier_info {
   std::vector<gone_member> gone;      ///< detail only: who left this round before release
   std::optional<std::string> missing; ///< rank ranges, when computable
   std::string reason;                 ///< abort reason
+  /// STATUS last=1: the barrier's last released round, as the host's history has it.
+  struct last_round {
+    std::uint64_t gen = 0;
+    verdict v = verdict::continue_;
+    std::int64_t ago_ms = 0;   ///< since its release
+    std::int64_t took_ms = 0;  ///< its first arrival to its release
+    std::optional<std::uint32_t> rank;  ///< the last to arrive
+    std::string node;                   ///< its node
+  };
+  /// Shared, never changed once made: a barrier_info stays small (reply_reader::cost).
+  std::shared_ptr<const last_round> last;
+  /// STATUS last=1: the first missing ranks (at most max_missing_nodes) and
+  /// the node each was last seen on ("": not known), from MISSING nodes=.
+  struct rank_node {
+    std::uint32_t rank = 0;
+    std::string node;
+  };
+  std::vector<rank_node> missing_nodes;
 };
 struct status_reply {
   std::vector<barrier_info> barriers;
@@ -234,7 +258,7 @@ std::string format_reply(const reply& r);
 /// assembled until END. Returns a reply when one is complete.
 /// The most a client holds of one multi-line reply (a STATUS, a HISTORY page)
 /// before its end, counted as reply_reader::cost does: a host's STATUS of
-/// 100,000 participants costs 59 MiB at most (36 MB on the wire; measured by
+/// 100,000 participants costs 62 MiB at most (36 MB on the wire; measured by
 /// reply_reader_test), a HISTORY page about 256 KiB. A host that streams on,
 /// never ending the reply, would grow the client without bound.
 inline constexpr std::size_t max_reply_bytes = std::size_t{256} << 20;

@@ -1,10 +1,13 @@
 // tfbarrier status: what the host holds, as a table or JSON.
+#include <fcntl.h>
 #include <sys/ioctl.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -74,52 +77,131 @@ std::pair<std::size_t, std::size_t> terminal_size(bool tty) {
   return {80, 0};
 }
 
-// status --watch: one connection, a STATUS every interval. On a terminal the
-// view is redrawn in place in the alternate screen, which is left (and the
-// cursor shown) before anything else is printed; elsewhere each refresh is a
-// block of plain lines. SIGINT and SIGTERM end it with 0; a lost host with 69.
-int run_watch(const status_options& o, const proto::status_req& req, const std::string& where,
-              coordinator& c) {
-  bool tty = isatty(1) != 0;
-  bool utf8 = watch::utf8_locale(std::getenv("LC_ALL"), std::getenv("LC_CTYPE"), std::getenv("LANG"));
-  bool on_screen = false;
-  auto leave_screen = [&] {
-    if (!on_screen) return;
-    on_screen = false;
-    std::fputs("\033[?25h\033[?1049l", stdout);
-    std::fflush(stdout);
-  };
-  outcome out = c.watch(req, *o.watch, [&](const proto::status_reply& st) {
-    auto [width, rows] = terminal_size(tty);
-    char clock[16] = "";
-    std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());  // not time(): no new libc import
-    std::tm tm{};
-    if (localtime_r(&t, &tm)) std::strftime(clock, sizeof clock, "%H:%M:%S", &tm);
-    std::string title = fmt::format("{} {}, every {}{}", clock, where, format_duration(*o.watch),
-                                    tty ? " (Ctrl-C ends)" : "");
-    auto lines = watch::render(st, title, tty ? width - 1 : width, utf8 && tty);
-    if (!tty) {
-      for (const auto& l : lines) tfb::print(stdout, "{}\n", l);
-      tfb::print(stdout, "\n");
-      std::fflush(stdout);
-      return;
+std::string clock_now() {
+  char clock[16] = "";
+  std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());  // not time(): no new libc import
+  std::tm tm{};
+  if (localtime_r(&t, &tm)) std::strftime(clock, sizeof clock, "%H:%M:%S", &tm);
+  return clock;
+}
+
+// The terminal while status --watch draws on it: the alternate screen with
+// the cursor hidden, and keys read one by one, unechoed (Ctrl-C still sends
+// SIGINT). All of it is undone before anything else is printed.
+class terminal {
+ public:
+  explicit terminal(bool keys) {
+    if (keys && ::tcgetattr(0, &before_) == 0) {
+      struct termios raw = before_;
+      raw.c_lflag &= static_cast<tcflag_t>(~(ICANON | ECHO));
+      raw.c_cc[VMIN] = 1;
+      raw.c_cc[VTIME] = 0;
+      // Keys are read on a descriptor of our own: the reader makes it
+      // non-blocking, which on fd 0 would make the shared stdout so too (and
+      // a large frame would be cut short).
+      const char* path = ::ttyname(0);
+      fd_ = path ? ::open(path, O_RDONLY | O_NOCTTY | O_CLOEXEC) : -1;
+      keys_ = fd_ >= 0 && ::tcsetattr(0, TCSANOW, &raw) == 0;
     }
-    if (!on_screen) {
+  }
+  ~terminal() { leave(); }
+  terminal(const terminal&) = delete;
+  terminal& operator=(const terminal&) = delete;
+  bool keys() const { return keys_; }
+  int keys_fd() const { return keys_ ? fd_ : -1; }
+  void draw(const std::vector<std::string>& lines) {
+    if (!on_screen_) {
       std::fputs("\033[?1049h\033[?25l", stdout);
-      on_screen = true;
-    }
-    if (rows > 1 && lines.size() > rows - 1) {
-      std::size_t hidden = (lines.size() - (rows - 2)) / 2;
-      lines.resize(rows - 2);
-      lines.push_back(fmt::format("... and {} more barrier{} (use --name)", hidden, hidden == 1 ? "" : "s"));
+      on_screen_ = true;
     }
     std::string frame = "\033[H";
     for (const auto& l : lines) frame += l + "\033[K\r\n";
     frame += "\033[J";
     std::fputs(frame.c_str(), stdout);
     std::fflush(stdout);
-  });
-  leave_screen();
+  }
+  void leave() {
+    if (on_screen_) {
+      on_screen_ = false;
+      std::fputs("\033[?25h\033[?1049l", stdout);
+      std::fflush(stdout);
+    }
+    if (keys_) {
+      keys_ = false;
+      ::tcsetattr(0, TCSANOW, &before_);
+    }
+    if (fd_ >= 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+
+ private:
+  struct termios before_{};
+  bool keys_ = false;
+  int fd_ = -1;
+  bool on_screen_ = false;
+};
+
+// status --watch: one connection, a STATUS every interval. On a terminal the
+// view is redrawn in place in the alternate screen (again at once when the
+// terminal is resized), in colour unless NO_COLOR says otherwise; a lost host
+// becomes a banner over the last view while it is tried again, and only
+// Ctrl-C or q ends it (0). Elsewhere each refresh is a block of plain lines,
+// SIGINT and SIGTERM end it with 0, and a lost host with 69: nobody is there
+// to press q, and a watch that logs a job's barriers ends with the job's host.
+int run_watch(const status_options& o, const proto::status_req& req, const std::string& where,
+              const std::string& addr, coordinator& c) {
+  bool tty = isatty(1) != 0;
+  bool utf8 = watch::utf8_locale(std::getenv("LC_ALL"), std::getenv("LC_CTYPE"), std::getenv("LANG"));
+  bool colour = watch::use_colour(tty, std::getenv("TERM"), std::getenv("NO_COLOR"));
+  std::string every = format_duration(*o.watch);
+  std::optional<terminal> term;
+  if (tty) term.emplace(isatty(0) != 0);
+  std::optional<proto::status_reply> last;
+  std::string last_at;
+  std::vector<std::string> banner;
+  auto draw = [&] {
+    auto [width, rows] = terminal_size(tty);
+    watch::screen_state s{fmt::format("{} {}, every {}{}", clock_now(), where, every,
+                                      !tty                ? ""
+                                      : term && term->keys() ? " (q or Ctrl-C ends)"
+                                                          : " (Ctrl-C ends)"),
+                          last ? &*last : nullptr, banner};
+    // One column and one row short of the terminal: a line that fills it, or
+    // a line break on its last row, would scroll the screen.
+    auto lines = watch::render(s, tty ? width - 1 : width, tty && rows > 1 ? rows - 1 : 0, utf8 && tty, colour);
+    if (!tty) {
+      for (const auto& l : lines) tfb::print(stdout, "{}\n", l);
+      tfb::print(stdout, "\n");
+      std::fflush(stdout);
+      return;
+    }
+    term->draw(lines);
+  };
+  watch_hooks h;
+  h.reply = [&](const proto::status_reply& st) {
+    last = st;
+    last_at = clock_now();
+    banner.clear();
+    draw();
+  };
+  h.reconnect = tty;
+  h.lost = [&](const std::string& why, unsigned failed, duration next) {
+    banner = {fmt::format("lost the host at {}; reconnecting{}", addr, utf8 ? "\u2026" : "..."),
+              fmt::format("  {}", why),
+              fmt::format("  {}next try in {}; below, the view at {}",
+                          failed ? fmt::format("{} tr{} failed; ", failed, failed == 1 ? "y" : "ies") : "",
+                          format_duration(next), last_at)};
+    draw();
+  };
+  if (term && term->keys()) {
+    h.keys_fd = term->keys_fd();
+    h.quit_key = [](char ch) { return ch == 'q' || ch == 'Q'; };
+  }
+  if (tty) h.resized = [&] { draw(); };
+  outcome out = c.watch(req, *o.watch, h);
+  if (term) term->leave();
   if (out.exit_code == exit_code::interrupted_int || out.exit_code == exit_code::interrupted_term)
     return exit_code::ok;
   return finish(out, o.common.quiet);
@@ -146,9 +228,10 @@ int run_status(const status_options& o) {
   auto c = make_tcp_coordinator(std::move(conn));
   if (o.watch) {
     req.detail = false;
+    req.last = true;  // barriers between rounds too, with their last round (docs/protocol.md)
     std::string where = o.all_scopes ? fmt::format("all scopes on {}", s->addr())
                                      : fmt::format("scope {} on {}", *s->scope.value, s->addr());
-    return run_watch(o, req, where, *c);
+    return run_watch(o, req, where, s->addr(), *c);
   }
   outcome out = c->status(req);
   if (out.exit_code != exit_code::ok || !out.status) return finish(out, o.common.quiet);
@@ -182,13 +265,17 @@ command_parser define_status(CLI::App& app) {
   st->add_flag("--json", v->o.json, "JSON for scripts (see tfbarrier(1))");
   st->add_flag("--all-scopes", v->o.all_scopes, "Barriers of every scope, not just this job's");
   v->watch_opt = st->add_option("--watch", v->watch,
-                                "Redraw a live view every INTERVAL (default 1s, at least 100ms) until Ctrl-C")
+                                "Redraw a live view every INTERVAL (default 1s, at least 100ms) until q or "
+                                "Ctrl-C; each barrier keeps its last round between rounds, missing ranks name "
+                                "their nodes, and a lost host is tried again under a banner. Colour unless "
+                                "NO_COLOR is set")
                      ->expected(0, 1)
                      ->check(duration_validator(std::chrono::milliseconds(100)))
                      ->type_name("[INTERVAL]");
   add_common(st, v->common);
   set_footer(st, "Examples:\n  tfbarrier status\n  tfbarrier status --name epoch3 --json | jq .barriers[0].missing\n"
-                 "  tfbarrier status --watch 500ms                # a live view; Ctrl-C ends it\n");
+                 "  tfbarrier status --watch 500ms                # a live view; q or Ctrl-C ends it\n"
+                 "  NO_COLOR=1 tfbarrier status --watch           # the same without colour\n");
   return [v] {
     status_options o = v->parsed();
     if (v->watch_opt->count() > 0)

@@ -343,6 +343,74 @@ TEST(History, BarriersRecordReleaseAbortAndTimeouts) {
   EXPECT_EQ(out.rounds[0].gen, 2u);
 }
 
+// status --watch (issue #32 item 6): the barriers keep a barrier between its
+// rounds in STATUS last=1, and the history says how its last round went and
+// where its missing ranks were last seen.
+TEST(History, FillsTheLastRoundAndWhereMissingRanksWere) {
+  barrier_set b;
+  output out;
+  hist::history h;
+  auto arrive = [&](conn_id c, std::uint32_t rank, millis now, const char* node) {
+    b.arrive(c, proto::arrive{"e1", "s", "id" + std::to_string(c), 3, rank, false}, peer_info{node, 1}, now, out);
+    for (const auto& r : out.rounds) h.add(r, 1'700'000'000'000 + r.first);  // unix ms = 1.7e12 + monotonic
+    out.rounds.clear();
+  };
+  proto::status_req watch{"*", "", false, true};
+  arrive(1, 0, 100, "a");
+  arrive(2, 2, 150, "c");
+  arrive(3, 1, 400, "b");  // rank 1 from node b came last: released at 400, after 300 ms
+  EXPECT_TRUE(b.status(proto::status_req{"*", "", false}, 500).barriers.empty());  // as before without last=1
+  auto st = b.status(watch, 500);
+  ASSERT_EQ(st.barriers.size(), 1u);  // between rounds: round 2, nobody yet
+  EXPECT_EQ(st.barriers[0].gen, 2u);
+  EXPECT_EQ(st.barriers[0].arrived, 0u);
+  h.fill_last(st.barriers[0], 1'700'000'000'000 + 1400);
+  ASSERT_TRUE(st.barriers[0].last);
+  const auto& last = *st.barriers[0].last;
+  EXPECT_EQ(last.gen, 1u);
+  EXPECT_EQ(last.v, proto::verdict::continue_);
+  EXPECT_EQ(last.ago_ms, 1000);
+  EXPECT_EQ(last.took_ms, 300);
+  EXPECT_EQ(last.rank, 1u);
+  EXPECT_EQ(last.node, "b");
+
+  // Round 2: rank 0 arrives; rank 2 came and went (its node is the barrier's
+  // to tell); rank 1 has not come (its node is the history's).
+  arrive(4, 0, 600, "a");
+  arrive(5, 2, 610, "d");
+  b.leave(5, departure::disconnected, 620, out);
+  st = b.status(watch, 700);
+  ASSERT_EQ(st.barriers.size(), 1u);
+  auto& open = st.barriers[0];
+  EXPECT_EQ(open.missing, "1-2");
+  ASSERT_EQ(open.missing_nodes.size(), 2u);
+  EXPECT_EQ(open.missing_nodes[0].node, "");   // not the barrier's to know
+  EXPECT_EQ(open.missing_nodes[1].node, "d");  // it left this round
+  h.fill_last(open, 1'700'000'000'000 + 700);
+  EXPECT_EQ(open.missing_nodes[0].node, "b");  // where it was in round 1
+  EXPECT_EQ(open.missing_nodes[1].node, "d");
+  ASSERT_TRUE(open.last);
+  EXPECT_EQ(open.last->ago_ms, 300);
+
+  // Only the round just before, and only a release: after an abort, none.
+  proto::barrier_info other = open;
+  other.last.reset();
+  other.gen = 4;
+  h.fill_last(other, 0);
+  EXPECT_FALSE(other.last);
+  other.name = "unknown";
+  other.gen = 2;
+  h.fill_last(other, 0);
+  EXPECT_FALSE(other.last);
+  b.abort(9, proto::abort_req{"s", "e1", "bad"}, 800, out);
+  for (const auto& r : out.rounds) h.add(r, 1'700'000'000'000 + r.first);
+  st = b.status(watch, 900);
+  ASSERT_EQ(st.barriers.size(), 1u);
+  EXPECT_EQ(st.barriers[0].state, proto::round_state::aborted);
+  h.fill_last(st.barriers[0], 0);
+  EXPECT_FALSE(st.barriers[0].last);
+}
+
 std::vector<hist::round_view> rounds_with_slow_rank(std::uint32_t slow) {
   hist::history h;
   for (std::uint64_t g = 1; g <= 20; ++g) h.add(make_round(g, 16, slow, 3200), 0);

@@ -1043,6 +1043,72 @@ barrier_info sample_barrier() {
   return b;
 }
 
+// status --watch asks with last=1 (issue #32 item 6); an older host ignores
+// the key (unknown keys are), and an older client never sends it.
+TEST(FormatRequest, StatusLast) {
+  status_req s{"job", "", false, true};
+  EXPECT_EQ(format_request(s), "STATUS scope=job name=- detail=0 last=1\n");
+  EXPECT_TRUE(request_round_trip<status_req>(s).last);
+  EXPECT_FALSE(req_ok<status_req>("STATUS scope=job").last);
+}
+
+// The last round rides on the BARRIER line and the nodes of missing ranks on
+// MISSING, as keys that an older client ignores.
+TEST(Replies, StatusWithTheLastRoundAndTheNodesOfMissingRanks) {
+  status_reply s;
+  barrier_info b = sample_barrier();
+  b.members.clear();
+  b.last = std::make_shared<const barrier_info::last_round>(
+      barrier_info::last_round{2, verdict::stop, 4200, 1300, 7u, "node2"});
+  b.missing_nodes = {{1, "node3"}, {2, ""}, {4, "node,9"}, {5, "node4"}};
+  s.barriers.push_back(b);
+  std::string bytes = format_reply(s);
+  EXPECT_EQ(bytes,
+            "BARRIER scope=default name=e1 gen=3 state=open n=6 arrived=2 chief=1 verdict=none age_ms=1234 "
+            "last_gen=2 last_verdict=stop last_ago_ms=4200 last_ms=1300 last_rank=7 last_node=node2\n"
+            "MISSING ranks=1-2,4-5 nodes=1@node3,5@node4\n"
+            "END\n");
+  auto back = round_trip<status_reply>(s);
+  const auto& got = back.barriers.at(0);
+  ASSERT_TRUE(got.last);
+  EXPECT_EQ(got.last->gen, 2u);
+  EXPECT_EQ(got.last->v, verdict::stop);
+  EXPECT_EQ(got.last->ago_ms, 4200);
+  EXPECT_EQ(got.last->took_ms, 1300);
+  EXPECT_EQ(got.last->rank, 7u);
+  EXPECT_EQ(got.last->node, "node2");
+  ASSERT_EQ(got.missing_nodes.size(), 2u);
+  EXPECT_EQ(got.missing_nodes[1].rank, 5u);
+  EXPECT_EQ(got.missing_nodes[1].node, "node4");
+  // Without a last round: no last_ keys; a last round without a rank says '-'.
+  b.last = std::make_shared<const barrier_info::last_round>(barrier_info::last_round{2, verdict::continue_, 0, 0, {}, "n"});
+  b.missing_nodes.clear();
+  EXPECT_CONTAINS(format_reply(status_reply{{b}}), " last_rank=- last_node=n\nMISSING ranks=1-2,4-5\n");
+  EXPECT_FALSE(round_trip<status_reply>(status_reply{{b}}).barriers[0].last->rank);
+  // A reader skips what is not RANK@NODE, and keeps at most 16.
+  reply_reader r;
+  std::string error;
+  ASSERT_FALSE(r.feed("BARRIER scope=s name=e gen=1 state=open n=40 arrived=0 chief=0 verdict=none age_ms=0", error));
+  std::string many = "MISSING ranks=0-39 nodes=x@a,3@,@b,7@c";
+  for (int i = 10; i < 40; ++i) many += "," + std::to_string(i) + "@n" + std::to_string(i);
+  ASSERT_FALSE(r.feed(many, error)) << error;
+  auto end = r.feed("END", error);
+  ASSERT_TRUE(end) << error;
+  const auto& nodes = std::get<status_reply>(*end).barriers[0].missing_nodes;
+  ASSERT_EQ(nodes.size(), max_missing_nodes);
+  EXPECT_EQ(nodes[0].rank, 7u);
+  EXPECT_EQ(nodes[0].node, "c");
+  // A node list stops before its value would pass max_value.
+  barrier_info wide = sample_barrier();
+  wide.members.clear();
+  for (std::uint32_t i = 0; i < 16; ++i) wide.missing_nodes.push_back({i, std::string(255, 'n')});
+  std::string line = format_reply(status_reply{{wide}});
+  auto at = line.find("nodes=");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_LE(line.find('\n', at) - at - 6, max_value);
+  EXPECT_EQ(round_trip<status_reply>(status_reply{{wide}}).barriers[0].missing_nodes.size(), 3u);  // 3 of 257 bytes fit
+}
+
 TEST(Replies, StatusEmpty) {
   EXPECT_EQ(format_reply(status_reply{}), "END\n");
   EXPECT_TRUE(round_trip<status_reply>(status_reply{}).barriers.empty());
@@ -1563,7 +1629,28 @@ const char* const doc_client_lines[] = {
     "ARRIVE name=e3 scope=default id=w n=2 rank=1 chief=0",
     "ARRIVE name=e3 scope=default id=k n=2 rank=0 chief=1 decide=1 within=60000",
     "DECIDE scope=default id=k verdict=stop name=e3 n=- rank=- wait=1 :loss 0.5",
+    "STATUS scope=job name=- detail=0 last=1",
 };
+
+/// Multi-line replies of the doc ("S: " line after "S: " line, to END): the
+/// lines, and the reply that produces them.
+std::vector<std::pair<std::vector<std::string>, reply>> doc_host_blocks() {
+  barrier_info b;
+  b.scope = "job";
+  b.name = "ep";
+  b.gen = 3;
+  b.n = 3u;
+  b.arrived = 2;
+  b.age_ms = 800;
+  b.missing = "1";
+  b.missing_nodes = {{1, "nodeB"}};
+  b.last = std::make_shared<const barrier_info::last_round>(
+      barrier_info::last_round{2, verdict::continue_, 4200, 1300, 2u, "nodeC"});
+  return {{{"BARRIER scope=job name=ep gen=3 state=open n=3 arrived=2 chief=0 verdict=none age_ms=800 last_gen=2 "
+            "last_verdict=continue last_ago_ms=4200 last_ms=1300 last_rank=2 last_node=nodeC",
+            "MISSING ranks=1 nodes=1@nodeB", "END"},
+           status_reply{{b}}}};
+}
 
 struct host_example {
   std::string doc;    ///< the line as the doc shows it
@@ -1669,6 +1756,20 @@ TEST(DocExamples, HostLinesAreProducedByteExact) {
   }
 }
 
+TEST(DocExamples, HostBlocksAreProducedByteExact) {
+  for (const auto& [lines, msg] : doc_host_blocks()) {
+    std::string expect;
+    for (const auto& l : lines) expect += l + "\n";
+    EXPECT_EQ(format_reply(msg), expect);
+    reply_reader r;
+    std::string error;
+    std::optional<reply> back;
+    for (const auto& l : lines) back = r.feed(l, error);
+    ASSERT_TRUE(back) << error;
+    EXPECT_EQ(format_reply(*back), expect);
+  }
+}
+
 TEST(DocExamples, ReplyFormsHaveTheKeysOfTheCode) {
   for (const auto& [form, msg] : doc_reply_forms()) {
     std::string first = format_reply(msg);
@@ -1701,6 +1802,7 @@ TEST(DocExamples, EveryExampleLineOfTheDocIsTested) {
   std::set<std::string> client(std::begin(doc_client_lines), std::end(doc_client_lines));
   std::set<std::string> host;
   for (const auto& ex : doc_host_lines()) host.insert(ex.doc);
+  for (const auto& [lines, msg] : doc_host_blocks()) host.insert(lines.begin(), lines.end());
 
   // Every line of ours is in the doc, verbatim.
   for (const auto& l : client) EXPECT_CONTAINS(*doc, l);

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fmt/format.h>
+#include <memory>
 
 using namespace tfb;
 
@@ -105,4 +107,115 @@ TEST(WatchView, GatheredAndUnranked) {
   EXPECT_EQ(lines[4], "  missing: 2 (unranked)");
   EXPECT_NE(lines[5].find(" 1/? "), std::string::npos);
   EXPECT_TRUE(watch::render(proto::status_reply{}, "t", 60, false).back() == "no barriers");
+}
+
+namespace {
+// The text of a line without its SGR escapes.
+std::string plain(const std::string& s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\033') {
+      i = s.find('m', i);
+      if (i == std::string::npos) break;
+      continue;
+    }
+    out += s[i];
+  }
+  return out;
+}
+proto::status_reply watched() {
+  proto::status_reply st;
+  auto open = barrier("epoch3", 2, 6);
+  open.missing = "1-3,5";
+  open.missing_nodes = {{1, "node3"}, {2, ""}, {3, "node4"}, {5, "node4"}};
+  open.last = std::make_shared<const proto::barrier_info::last_round>(
+      proto::barrier_info::last_round{2, proto::verdict::continue_, 4200, 1300, 7u, "node2"});
+  st.barriers.push_back(open);
+  auto idle = barrier("ckpt", 0, std::nullopt);
+  idle.last = std::make_shared<const proto::barrier_info::last_round>(
+      proto::barrier_info::last_round{2, proto::verdict::stop, 61000, 250, std::nullopt, "node9"});
+  st.barriers.push_back(idle);
+  return st;
+}
+}  // namespace
+
+// Issue #32 item 6: between rounds a barrier stays, with its last round; the
+// missing ranks name their nodes.
+TEST(WatchView, KeepsTheLastRoundAndNamesTheNodesOfMissingRanks) {
+  auto st = watched();
+  auto lines = watch::render(watch::screen_state{"t", &st, {}}, 100, 0, false, false);
+  ASSERT_EQ(lines.size(), 6u);
+  EXPECT_EQ(lines[2], "  missing ranks: 1@node3 2 3@node4 5@node4");
+  EXPECT_EQ(lines[3], "  last round r2: released 4.2s ago, took 1.3s, verdict continue, last in 7@node2");
+  EXPECT_EQ(lines[4].rfind("ckpt r3 [", 0), 0u);  // a round nobody has reached: no missing line
+  EXPECT_EQ(lines[5], "  last round r2: released 1m1s ago, took 250ms, verdict stop, last in node9 (no rank)");
+}
+
+TEST(WatchView, MissingRanksWithNodesThenTheRestAsRanges) {
+  proto::barrier_info b = barrier("e", 0, 100);
+  b.missing = "0-3,7,9-99+";
+  EXPECT_EQ(watch::missing_ranks(b), "0-3,7,9-99+");  // no node known: as the host sent it
+  b.missing_nodes = {{0, "a"}, {1, "a"}, {2, ""}};
+  EXPECT_EQ(watch::missing_ranks(b), "0@a 1@a 2 3,7,9-99+");
+  b.missing_nodes.push_back({3, "b"});
+  b.missing_nodes.push_back({7, "c"});
+  b.missing_nodes.push_back({9, "c"});
+  EXPECT_EQ(watch::missing_ranks(b), "0@a 1@a 2 3@b 7@c 9@c 10-99+");
+}
+
+TEST(WatchView, ColourOnlyWhenAskedAndTheTextIsTheSame) {
+  auto st = watched();
+  watch::screen_state s{"title", &st, {"lost the host at 127.0.0.1:1; reconnecting...", "  why"}};
+  for (bool utf8 : {false, true})
+    for (std::size_t w : {20, 41, 100}) {
+      auto mono = watch::render(s, w, 0, utf8, false);
+      auto colour = watch::render(s, w, 0, utf8, true);
+      ASSERT_EQ(mono.size(), colour.size());
+      for (std::size_t i = 0; i < mono.size(); ++i) {
+        EXPECT_EQ(mono[i].find('\033'), std::string::npos) << mono[i];
+        EXPECT_EQ(plain(colour[i]), mono[i]);
+        EXPECT_LE(columns(mono[i]), w);
+      }
+      EXPECT_EQ(colour[1].rfind("\033[1;97;41m", 0), 0u) << colour[1];  // the banner: white on red
+    }
+  auto colour = watch::render(s, 100, 0, false, true);
+  EXPECT_NE(colour[3].find("\033[33mopen\033[0m"), std::string::npos) << colour[3];
+  EXPECT_NE(colour[5].find("\033[32mcontinue\033[0m"), std::string::npos) << colour[5];
+}
+
+TEST(WatchView, TheBannerComesFirstAndTheLastViewStaysUnderIt) {
+  auto st = watched();
+  auto lines = watch::render(watch::screen_state{"t", &st, {"lost the host at h:1; reconnecting...", "  x"}}, 80, 0,
+                             false, false);
+  EXPECT_EQ(lines[1], "lost the host at h:1; reconnecting...");
+  EXPECT_EQ(lines[2], "  x");
+  EXPECT_EQ(lines[3].rfind("epoch3 r3 ", 0), 0u);
+  // Before the first reply: the title and the banner alone.
+  EXPECT_EQ(watch::render(watch::screen_state{"t", nullptr, {"b"}}, 80, 0, false, false).size(), 2u);
+}
+
+TEST(WatchView, WhatDoesNotFitTheHeightIsCounted) {
+  proto::status_reply st;
+  for (int i = 0; i < 10; ++i) {
+    auto b = barrier("b" + std::to_string(i), 1, 3);
+    b.missing = "1-2";
+    st.barriers.push_back(b);
+  }
+  for (std::size_t h : {4, 7, 8, 21, 22}) {
+    auto lines = watch::render(watch::screen_state{"t", &st, {}}, 80, h, false, false);
+    EXPECT_LE(lines.size(), h);
+    if (h < 21) {
+      EXPECT_EQ(lines.back(), fmt::format("... and {} more barriers (use --name)", 10 - (h - 2) / 2)) << h;
+    }
+  }
+  EXPECT_EQ(watch::render(watch::screen_state{"t", &st, {}}, 80, 21, false, false).size(), 21u);  // all fit
+}
+
+TEST(WatchView, ColourFollowsNoColorAndTheTerminal) {
+  EXPECT_TRUE(watch::use_colour(true, "xterm-256color", nullptr));
+  EXPECT_TRUE(watch::use_colour(true, "xterm", ""));  // empty: unset (no-color.org)
+  EXPECT_FALSE(watch::use_colour(true, "xterm", "1"));
+  EXPECT_FALSE(watch::use_colour(false, "xterm", nullptr));
+  EXPECT_FALSE(watch::use_colour(true, "dumb", nullptr));
+  EXPECT_FALSE(watch::use_colour(true, nullptr, nullptr));
 }
