@@ -787,6 +787,21 @@ void link::watcher_loop() {
         continue;
       }
       cu->again = last_again = again;
+      // Is the history after the snapshot still there? Asked before the state
+      // is handed over, so that a host does not start over twice (from the
+      // snapshot, then from the keys) and answer in between from a state
+      // that lacks what followed the snapshot (store.bats, compacted revision).
+      if (std::int64_t start = std::max(cu->snap_rev + 1, origin_rev_); history && start <= cu->revision) {
+        std::vector<kv> none;
+        std::int64_t at = 0;
+        std::string why;
+        if (!watcher_c_->range(from, {}, none, at, why, start, true) && why.find("compacted") != std::string::npos) {
+          log(fmt::format("store: the history after the snapshot (revision {}) was compacted; catching up from the "
+                          "keys as they are now",
+                          start - 1));
+          history = false;
+        }
+      }
       cu->history = history;
       if (history) cu->events.clear();
       again = true;
