@@ -8,11 +8,13 @@
 // replies go out. It is also the seam for a state shared by many hosts (a
 // store such as etcd): such a door would first have the store put the input
 // in one order for all hosts, then apply it; the host's network code would
-// not change. That is why inputs are plain values (they can be written to a
+// not change (store_link.h's link_door is that door: its replies come back
+// through on_applied). That is why inputs are plain values (they can be written to a
 // log and replayed), carry their own time, and name connections by conn_id
 // only. Reads (STATUS, whether anything waits) do not change state and do
 // not pass through the door; nor does replaying the journal at start-up
 // (barrier_set::restore), which happens before the door opens.
+#include <functional>
 #include <string>
 #include <variant>
 
@@ -82,6 +84,21 @@ class door {
   /// of the step. Returns false, with error (the system's reason), when the
   /// step could not be recorded: then nothing of it may be sent.
   virtual bool submit(const door_input& in, output& out, std::string& error) = 0;
+
+  /// Where the replies of inputs applied after submit returned go: a store's
+  /// door applies an input when the log brings it back, on every host, and
+  /// hands the step's output (replies, log lines, records) back here. The
+  /// host sets it once; a door that applies at once never calls it.
+  using applied_fn = std::function<void(output&)>;
+  void on_applied(applied_fn f) { applied_ = std::move(f); }
+
+ protected:
+  void hand_back(output& out) {
+    if (applied_) applied_(out);
+  }
+
+ private:
+  applied_fn applied_;
 };
 
 /// One host's door: applies inputs at once to a barrier_set, and appends

@@ -169,6 +169,16 @@ void follower::restart_if_due(std::vector<action>& acts) {
   pending_restart_ = 0;
 }
 
+// A step applied here once already, before a catch-up started over: its
+// replies go out again (a participant may have missed them), but its log
+// lines, history records and counts were kept the first time.
+void follower::forget_records(output& out) {
+  out.log.clear();
+  out.rounds.clear();
+  out.ended.clear();
+  out.counted = {};
+}
+
 std::vector<action> follower::on_events(const std::vector<event>& evs) {
   std::vector<action> acts;
   for (const auto& ev : evs) apply(ev, acts);
@@ -240,6 +250,7 @@ void follower::apply(const event& ev, std::vector<action>& acts) {
                                     "withdrawn",
                                     k.host, k.inc));
     r_.host_down(k.host, k.inc, a.out);
+    if (a.replayed) forget_records(a.out);
     acts.push_back(std::move(a));
   } else if (k.what == kind::input && put) {
     bool a_replayed = ev.now.mod_revision <= replayed_upto_;  // applied once already: its digest was written
@@ -247,6 +258,7 @@ void follower::apply(const event& ev, std::vector<action>& acts) {
     std::string error;
     bool applied = r_.apply_batch(k.host, k.inc, k.seq, ev.now.key, ev.now.value, secret_, a.out, error);
     if (!applied) warn(fmt::format("warning: store: {} not applied: {}", ev.now.key, error));
+    if (a_replayed) forget_records(a.out);
     acts.push_back(std::move(a));
     ++since_snapshot_;
     if (applied && r_.batches() % digest_every_ == 0 && !a_replayed) {

@@ -72,7 +72,8 @@ void catch_up_events(const layout& keys, const std::vector<kv>& all, const std::
 
 struct action {
   enum class kind {
-    deliver,    ///< out: replies, log lines and records of applied inputs (replayed: applied once already)
+    deliver,    ///< out: replies, log lines and records of applied inputs (replayed: applied once already,
+                ///< so its replies only: its log lines, records and counts were delivered the first time)
     mark_gone,  ///< write host's end (incarnation inc, presence text) if nobody has yet
     fenced,     ///< this host's own presence went: text says why
     close_all,  ///< starting over: close every connection (its participants arrive again)
@@ -134,6 +135,7 @@ class follower {
 
  private:
   void apply(const event& ev, std::vector<action>& acts);
+  static void forget_records(output& out);
 
   layout keys_;
   std::string self_;

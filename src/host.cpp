@@ -648,7 +648,7 @@ class server {
 
  private:
   /// Replies of inputs applied from the store: to this host's own connections.
-  void deliver(output& out, bool replayed = false);
+  void deliver(output& out);
   std::unique_ptr<store::link> link_;
   std::unique_ptr<store::link_door> link_door_;
   std::unique_ptr<store::replica> replica_;
@@ -1106,6 +1106,7 @@ bool server::open_store(std::string& error) {
                                       : "MACed with the shared secret"));
   link_door_ = std::make_unique<store::link_door>(*link_);
   door_ = link_door_.get();
+  link_door_->on_applied([this](output& out) { deliver(out); });
   watch_renewals();
   return true;
 }
@@ -1176,7 +1177,9 @@ void server::act(std::vector<store::action> acts) {
   using kind = store::action::kind;
   for (auto& a : acts) {
     switch (a.what) {
-      case kind::deliver: deliver(a.out, a.replayed); break;
+      case kind::deliver:
+        link_door_->applied(a.out, [this](conn_id c) { return replica_->waiting_here(c); });
+        break;
       case kind::mark_gone:
         ++metrics_.counters.store_hosts_lost;
         link_->mark_gone(a.host, a.inc, std::move(a.text));
@@ -1236,20 +1239,12 @@ void server::on_catch_up(store::link::catch_up cu) {
   check_caught_up();
 }
 
-void server::deliver(output& out, bool replayed) {
-  if (replayed) {  // applied here once already, before a catch-up started over: not logged or counted twice
-    out.log.clear();
-    out.rounds.clear();
-    out.ended.clear();
-    out.counted = {};
-  }
+// A step of the log, handed back by the store's door (link_door::applied).
+void server::deliver(output& out) {
   for (auto& line : out.log) event(line);
   out.log.clear();
   if (!out.rounds.empty()) note_rounds(out);
   for (const auto& e : out.sends) {
-    // A reply from the log: the connection's input was applied. If it waits
-    // no more, its close needs no departure in the store (link_door).
-    if (!replica_->waiting_here(e.to)) link_door_->settled(e.to);
     if (!std::holds_alternative<proto::error_reply>(e.msg)) continue;
     auto it = sessions_.find(e.to);
     if (it != sessions_.end()) it->second->refused();

@@ -242,6 +242,14 @@ class link_door final : public door {
   /// ARRIVE or DECIDE (one per connection, host_conn) was applied and has
   /// ended, so its departure would change nothing.
   void settled(conn_id c) { joined_.erase(c); }
+  /// The log brought back an applied step (follower's deliver action): its
+  /// output goes to the host through on_applied. A connection it answers
+  /// that waits no more (waiting false) is settled.
+  void applied(output& out, const std::function<bool(conn_id)>& waiting) {
+    for (const auto& e : out.sends)
+      if (!waiting(e.to)) settled(e.to);
+    hand_back(out);
+  }
 
  private:
   link& link_;

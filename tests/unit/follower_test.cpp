@@ -253,6 +253,44 @@ TEST(Follower, AForgetWrittenBeforeANewArrivalIsAppliedChangesNothing) {
   EXPECT_EQ(t.a.f.tick(30, 10).size(), 1u);
 }
 
+// Starting over (a compacted revision, or a divergence): the state is built
+// again from the log, and the steps this host applied already give their
+// replies again (a participant may have missed them), but not their log
+// lines, history records or counts: those were delivered the first time.
+TEST(Follower, StartingOverRepliesAgainButLogsRecordsAndCountsNothingTwice) {
+  two_hosts t;
+  t.write(true, {arrival(1, "e", 2, 0, 1000)});
+  t.write(false, {arrival(2, "e", 2, 1, 1001)});  // released
+  catch_up cu;
+  cu.revision = t.etcd.rev;
+  cu.again = true;
+  cu.history = false;
+  catch_up_events(keys, t.etcd.range_at(t.etcd.rev), &secret, cu);
+  auto acts = t.a.f.on_catch_up(cu);
+  std::size_t replies = 0, delivered = 0;
+  for (const auto& a : acts) {
+    if (a.what != action::kind::deliver) continue;
+    ++delivered;
+    EXPECT_TRUE(a.replayed);
+    EXPECT_TRUE(a.out.log.empty());
+    EXPECT_TRUE(a.out.rounds.empty());
+    EXPECT_EQ(a.out.counted.arrivals, 0u);
+    replies += a.out.sends.size();
+  }
+  EXPECT_GE(delivered, 2u);
+  EXPECT_GE(replies, 1u);  // rank 0's RELEASE, to A's connection 1
+  EXPECT_EQ(acts.front().what, action::kind::close_all);
+  // What follows is new: logged and counted.
+  std::string k = keys.input("A:1", t.inc_a, t.seq_a++);
+  t.etcd.put(k, sealed(k, {arrival(3, "e", 2, 0, 2000)}));
+  auto more = t.a.f.on_events({t.etcd.log.back()});
+  auto d = std::find_if(more.begin(), more.end(), [](const action& a) { return a.what == action::kind::deliver; });
+  ASSERT_NE(d, more.end());
+  EXPECT_FALSE(d->replayed);
+  EXPECT_FALSE(d->out.log.empty());
+  EXPECT_EQ(d->out.counted.arrivals, 1u);
+}
+
 TEST(Follower, AtTheStoresLimitANewBarrierIsRefusedOnEveryHostWhateverTheClocks) {
   two_hosts t;
   for (auto* h : {&t.a, &t.b}) h->state.limit(2, barrier_set::never_forget);
