@@ -231,3 +231,24 @@ watch_until_ctrl_c() {  # watch_until_ctrl_c LANG BAR-CHAR
   run --separate-stderr "$TFB" status --watch --json
   assert_failure 2
 }
+
+@test "status --watch after a restart with --state-dir shows the round before it, from the history file" {
+  stop_host_by_pid() { kill -TERM "$1"; wait "$1" || true; }
+  stop_host_by_pid "$HOST_PID"
+  start_host_on 127.0.0.1:0 --state-dir "$BATS_TEST_TMPDIR/state" --history-file "$BATS_TEST_TMPDIR/h.hist"
+  local addr=$TFBARRIER_ADDR
+  "$TFB" wait --name ep --n 2 --rank 0 --quiet &
+  BG_PIDS+=($!)
+  "$TFB" wait --name ep --n 2 --rank 1 --quiet
+  stop_host_by_pid "$HOST_PID"
+  start_host_on "$addr" --state-dir "$BATS_TEST_TMPDIR/state" --history-file "$BATS_TEST_TMPDIR/h.hist"
+  "$TFB" status --watch 100ms >watch.out 2>watch.err &
+  local w=$!
+  for _ in $(seq 100); do grep -q '^  last round r1: released' watch.out && break; sleep 0.05; done
+  kill -TERM "$w"
+  wait "$w" || true
+  run grep -E '^ep r2 .* open' watch.out
+  assert_success
+  run grep -E '^  last round r1: released .* verdict continue, last in [01]@' watch.out
+  assert_success
+}
