@@ -59,6 +59,8 @@ struct conn_end {
 
 /// What a request does with each reply; returns an outcome when the call is over.
 using reply_handler = std::function<std::optional<outcome>(const proto::reply&)>;
+/// How long an interrupted call waits for the host to answer its LEAVE.
+constexpr duration interrupt_grace = std::chrono::seconds(1);
 
 class engine {
  public:
@@ -156,7 +158,17 @@ class engine {
   asio::steady_timer& timeout_timer() { return timeout_; }
   asio::steady_timer& progress_timer() { return progress_; }
   const std::string& addr() const { return o_.addr; }
-  void set_interrupt_note(std::string s) { interrupt_note_ = std::move(s); }
+  /// What an interrupted call adds to "interrupted by SIG": s once the host
+  /// confirmed the withdrawal (LEFT), and unconfirmed otherwise (if not
+  /// empty, else s): no participant says it left while it may still count.
+  void set_interrupt_note(std::string s, std::string unconfirmed = {}) {
+    interrupt_note_ = std::move(s);
+    interrupt_unconfirmed_note_ = std::move(unconfirmed);
+  }
+  std::string interrupted_text(bool confirmed) const {
+    return fmt::format("interrupted by {}{}", interrupt_signal_,
+                       confirmed || interrupt_unconfirmed_note_.empty() ? interrupt_note_ : interrupt_unconfirmed_note_);
+  }
   /// On SIGINT or SIGTERM, send LEAVE and end once the host has answered it,
   /// so that the host logs a withdrawal, not a lost connection.
   void leave_on_interrupt() { leave_on_interrupt_ = true; }
@@ -193,8 +205,7 @@ class engine {
       }
       bool term = sig == SIGTERM;
       interrupt_signal_ = term ? "SIGTERM" : "SIGINT";
-      outcome o{term ? exit_code::interrupted_term : exit_code::interrupted_int, "",
-                fmt::format("interrupted by {}{}", interrupt_signal_, interrupt_note_)};
+      outcome o{term ? exit_code::interrupted_term : exit_code::interrupted_int, "", interrupted_text(false)};
       if (interrupting_ || !leave_on_interrupt_ || !connected()) {
         finish(std::move(o));  // a second signal, or nothing to send: end now
         return;
@@ -464,6 +475,9 @@ class engine {
         if (resumable_) ping_loop();
         return false;
       case client::conn_event::reply:
+        // LEFT answers an interrupted participant's LEAVE: only now may it
+        // say that it withdrew (issue #31 item 5).
+        if (interrupting_ && std::holds_alternative<proto::left>(*out.reply)) interrupting_->err = interrupted_text(true);
         if (!acknowledged_) {
           // The host has answered the request: the connect budget is spent no more.
           acknowledged_ = true;
@@ -572,8 +586,6 @@ class engine {
   std::function<bool(char)> quit_key_;
   std::function<void()> resized_;
   bool reply_begun_ = false;
-  /// How long an interrupted call waits for the host to answer its LEAVE.
-  static constexpr duration interrupt_grace = std::chrono::seconds(1);
   reply_handler handler_;
   system_env env_;
   std::optional<client::client_conn> conn_;  ///< the current (or last) connection's state
@@ -597,7 +609,7 @@ class engine {
   bool timed_out_connecting_ = false;
   bool acknowledged_ = false;                  // the host answered the request on this connection
   clock::time_point budget_from_ = clock::now();  // when the --connect-timeout budget started
-  std::string interrupt_note_;
+  std::string interrupt_note_, interrupt_unconfirmed_note_;
   bool leave_on_interrupt_ = false;
   const char* interrupt_signal_ = "";
   std::optional<outcome> interrupting_;  ///< what a signal ends the call with, once its LEAVE is answered
@@ -1013,7 +1025,10 @@ class tcp_coordinator final : public coordinator {
       }
       if (cmd && std::holds_alternative<proto::decided>(r)) return std::nullopt;  // RELEASE follows
       if (auto* wt = std::get_if<proto::waiting>(&r)) {
-        e.set_interrupt_note(fmt::format("; withdrew from barrier {} (round {})", a.name, wt->gen));
+        e.set_interrupt_note(fmt::format("; withdrew from barrier {} (round {})", a.name, wt->gen),
+                             fmt::format("; the host did not confirm the withdrawal from barrier {} (round {}) "
+                                         "within {}: this participant may still be counted in that round",
+                                         a.name, wt->gen, format_duration(interrupt_grace)));
         e.leave_on_interrupt();
         w.arrived(wt->gen);
         return std::nullopt;

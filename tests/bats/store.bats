@@ -388,6 +388,27 @@ relay_to_etcd() {
   kill -CONT "$RELAY_PID"
 }
 
+@test "a participant interrupted on a host cut off from etcd exits 130 without claiming it withdrew: the others still count it" {
+  # Issue #31 item 5, for SIGINT: its LEAVE is not applied, so it must not say
+  # "withdrew" (it once did, whether or not the host answered).
+  relay_to_etcd
+  store_host 0
+  STORE_OF=$STORE_CUT STORE_LEASE=20s store_host 1
+  on 1 w1 --name h7 --n 3 --rank 1
+  arrived_on 0 h7 1
+  local victim
+  victim=$(pid_of w1)
+  kill -STOP "$RELAY_PID"
+  kill -INT "$victim"
+  expect_exit_within 130 5 w1
+  cat "$(err w1)"
+  grep -q "the host did not confirm the withdrawal from barrier h7 (round 1) within 1s: this participant may still be counted in that round" "$(err w1)"
+  ! grep -q "withdrew" "$(err w1)" || false
+  run -0 env TFBARRIER_ADDR="$A_0" "$TFB" status --name h7 --json
+  assert_json barriers.0.arrived 1
+  kill -CONT "$RELAY_PID"
+}
+
 @test "a host that cannot renew its lease past its renew deadline closes its participants with the reason (69), and registers again once etcd answers" {
   # Issue #31 item 6. Before the fix a host cut off from etcd was fenced only
   # when etcd said its lease was gone, which it cannot hear while cut off: its
@@ -1053,6 +1074,12 @@ forgotten_within() {
   # Its host wrote the ARRIVE (etcd stalled: the write waits), then saw the
   # connection close before the ARRIVE came back applied: the departure must
   # still be written after it, or the dead process counts as present for good.
+  # Leases of 10 s: etcd's pause (about a second, longer on a loaded machine)
+  # must stay within the renew deadline, or the host stops acting for the
+  # store, its queued departure goes with its incarnation, and the dead
+  # participant counts until that incarnation's end is written: documented,
+  # and not what this test is about (with 2 s leases it failed so, under load).
+  STORE_LEASE=10s
   three_hosts
   local f pids=()
   for f in "$ETCD_DIR"/m*.pid; do pids+=("$(cat "$f")"); done
@@ -1068,6 +1095,7 @@ forgotten_within() {
   run -124 env TFBARRIER_ADDR="$A_1" timeout 20 "$TFB" wait --name k1 --n 2 --rank 1 --timeout 3s
   assert_output --partial "1/2 arrived"
   assert_output --partial "left: rank 0 disconnected"
+  ! grep -q "renew deadline" "$HOST_LOG" || false
 }
 
 # ---- The store's address when no etcd answers -------------------------------------------------
