@@ -30,6 +30,7 @@ journal_entry barrier_set::entry(journal_entry::kind what, const barrier& b, std
 journal_entry barrier_set::gathered_entry(const barrier& b, const round& r) {
   journal_entry j = entry(journal_entry::kind::gathered, b, r.gen, verdict::none, {});
   j.n = r.n;
+  if (r.within >= 0) j.within = r.within;
   chief_arrival(j, r.members.at(*r.chief));
   std::vector<std::pair<std::string, std::optional<std::uint32_t>>> present;
   present.reserve(r.members.size());
@@ -861,6 +862,10 @@ void barrier_set::restore(const journal_entry& e, millis now) {
       r.n_by = "the round's members (restored from the journal)";
       r.gathered = true;
       r.opened = now;
+      if (e.within) {  // the chief's decide deadline, in full again from the restart
+        r.within = *e.within;
+        r.deadline = now + r.within;
+      }
       for (std::size_t i = 0; i < e.ids.size(); ++i) {
         member m;
         m.id = e.ids[i];

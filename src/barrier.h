@@ -53,6 +53,9 @@ struct journal_entry {
   /// their ranks in `ranks` (same order); the chief's arrival is in id, host, pid, rank.
   std::vector<std::string> ids;
   std::vector<std::optional<std::uint32_t>> ranks;
+  /// kind::gathered: the chief's decide deadline (wait --decide-within or
+  /// --decide-timeout), in ms from all arriving; restored in full from the restart.
+  std::optional<millis> within;
 };
 
 /// A round that ended in this step, for the host's metrics (metrics.h).

@@ -993,6 +993,7 @@ bool server::open_journal(std::string& error) {
   log(fmt::format("journal {}: restored {} entries", j->path(), restored));
   journal_ = std::move(j);
   local_door_.set_journal(journal_.get());
+  arm_pending_deadlines();  // a round restored waiting for its chief's verdict keeps its deadline
   return true;
 }
 

@@ -63,6 +63,7 @@ std::string to_journal_line(const journal_entry& e) {
     json ranks = json::array();
     for (const auto& r : e.ranks) ranks.push_back(r ? json(*r) : json(nullptr));
     j["ranks"] = std::move(ranks);
+    if (e.within) j["within_ms"] = *e.within;
   }
   // Never throws: text is checked UTF-8 on the wire (proto::valid_text); replace is the last guard.
   return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
@@ -135,6 +136,15 @@ std::optional<journal_entry> from_journal_line(std::string_view line, std::strin
     if (j.contains("ranks"))
       for (const auto& r : j["ranks"])
         e.ranks.push_back(r.is_null() ? std::nullopt : std::optional<std::uint32_t>(r.get<std::uint32_t>()));
+    if (j.contains("within_ms")) {
+      const json& w = j["within_ms"];
+      if (e.what != journal_entry::kind::gathered || !w.is_number_unsigned() || w.get<std::uint64_t>() < 1 ||
+          w.get<std::uint64_t>() > proto::max_within_ms) {
+        error = "a decide deadline (within_ms) out of range, or not on a gathered round";
+        return std::nullopt;
+      }
+      e.within = static_cast<millis>(w.get<std::uint64_t>());
+    }
     if (e.what == journal_entry::kind::gathered) {
       // All n present, the chief among them: anything else is not a round this host wrote.
       bool ok = e.n && *e.n >= 1 && *e.n <= proto::max_n && e.ids.size() == *e.n && e.ranks.size() == e.ids.size() &&

@@ -135,6 +135,23 @@ line() {
   expect_exits 1 w2
 }
 
+@test "wait --chief --decide-within survives a kill -9 of a host with --state-dir: the round is aborted DUR after the restart" {
+  start_host --state-dir "$BATS_TEST_TMPDIR/state"
+  local addr=$TFBARRIER_ADDR
+  spawn_wait w1 --name ep10 --n 2 --rank 1
+  wait_arrived ep10 1
+  run -0 timeout 20 "$TFB" wait --name ep10 --n 2 --rank 0 --chief --decide-within 2s
+  kill -9 "$HOST_PID"
+  wait "$HOST_PID" 2>/dev/null || true
+  start_host_on "$addr" --state-dir "$BATS_TEST_TMPDIR/state"
+  SECONDS=0
+  # w1 reconnects and is told of the abort; it once waited for good (the
+  # journal did not keep the deadline).
+  expect_exit_within 3 10 w1
+  [ "$SECONDS" -ge 1 ]
+  grep -q "gave no verdict within 2s of all arriving" "$(err w1)"
+}
+
 @test "--decide-by without a rank or --chief, and the chief's options misused, are usage errors" {
   start_host
   run -2 --separate-stderr "$TFB" wait --name ep9 --n 2 --decide-by true

@@ -8,6 +8,7 @@
 #include "../support/barrier_checker.h"
 #include "barrier.h"
 #include "decide_cmd.h"
+#include "journal.h"
 
 #include <sys/wait.h>
 
@@ -209,6 +210,43 @@ TEST_F(DecideBy, TheDumpKeepsWhoDecidesAndTheDeadline) {
   output o;
   copy.leave(3, departure::disconnected, now, o);
   EXPECT_EQ(to(o, 1), "ABORTED name=e gen=1 :the chief (rank 0 on h3) died while deciding\n");
+}
+
+// A host restarted with --state-dir keeps a gathered round's decide deadline:
+// without it, the ranks of a round whose two-step chief never decided waited
+// for good after the restart.
+TEST_F(DecideBy, TheJournalKeepsTheDeadlineOfARoundWaitingForItsVerdict) {
+  arrive(1, 1, true, false, 2000);  // wait --chief --decide-within 2s
+  arrive(2, 0);
+  output last = arrive(3, 2);
+  const journal_entry* g = nullptr;
+  for (const auto& e : last.journal)
+    if (e.what == journal_entry::kind::gathered) g = &e;
+  ASSERT_NE(g, nullptr);
+  ASSERT_TRUE(g->within.has_value());
+  EXPECT_EQ(*g->within, 2000);
+  std::string line = to_journal_line(*g), error;
+  EXPECT_NE(line.find("\"within_ms\":2000"), std::string::npos) << line;
+  auto back = from_journal_line(line, error);
+  ASSERT_TRUE(back) << error;
+  barrier_set restarted;
+  restarted.restore(*back, 50'000);
+  ASSERT_EQ(restarted.pending_deadlines().size(), 1u);  // the host arms it again, in full from the restart
+  EXPECT_EQ(restarted.pending_deadlines()[0].within, 2000);
+  // And the snapshot that compacts the journal keeps it too.
+  bool kept = false;
+  for (const auto& e : restarted.snapshot()) kept = kept || (e.what == journal_entry::kind::gathered && e.within == 2000);
+  EXPECT_TRUE(kept);
+  output o;
+  restarted.expire(decide_deadline{"default", "e", 1, 2000}, 52'000, o);
+  EXPECT_TRUE(restarted.pending_deadlines().empty());
+  bool aborted = false;
+  for (const auto& e : o.journal) aborted = aborted || e.what == journal_entry::kind::abort;
+  EXPECT_TRUE(aborted);
+  // A deadline out of range, or on another kind of entry, is not restored.
+  std::string bad = line;
+  bad.replace(bad.find("2000"), 4, "0");
+  EXPECT_FALSE(from_journal_line(bad, error));
 }
 
 TEST(DecideCmd, TheMessageIsTheLastNonEmptyLineEscapedAndBounded) {
