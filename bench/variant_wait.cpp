@@ -1,6 +1,6 @@
 // A what-if, for bench/variants.sh only: the `wait` process without CLI11.
 // It takes just `wait --name NAME --n N [--quiet]` and hands them to the real
-// run_wait() (src/cmd/wait.cpp), so everything after the command line is the
+// run_wait() (src/cli/cmd/wait.cpp), so everything after the command line is the
 // product's own code. It checks nothing a user could get wrong: it is not a
 // product path and is never installed. docs/performance.md ("What a static
 // binary without CLI11 would buy") has what it measured and why tfbarrier

@@ -1,5 +1,5 @@
 // libFuzzer target: the bytes are a script of operations on a barrier_set
-// (src/barrier.h): ARRIVE, DECIDE, LEAVE / close / unresponsive, a participant
+// (src/core/barrier.h): ARRIVE, DECIDE, LEAVE / close / unresponsive, a participant
 // coming back on a new connection, ABORT, prune, snapshot+restore, with small
 // connection ids, three names in two scopes, n and ranks below 5.
 //   scripts/fuzz builds and runs it.

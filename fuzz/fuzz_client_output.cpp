@@ -1,5 +1,5 @@
 // libFuzzer target: arbitrary replies from a host into the participant's side
-// of a connection (src/client_conn.h), and everything the client would print
+// of a connection (src/core/client_conn.h), and everything the client would print
 // of what came out, through the paths that print it: the final error and the
 // chief's message (tfb::printable, as cmd/common.cpp's finish prints them),
 // the table of `status` and the view of `status --watch` (watch_view.h), and

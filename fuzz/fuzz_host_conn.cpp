@@ -1,5 +1,5 @@
 // libFuzzer target: arbitrary bytes into the host's side of a connection
-// (src/host_conn.h), before authentication and, on a host without one,
+// (src/core/host_conn.h), before authentication and, on a host without one,
 // after the handshake. scripts/fuzz builds and runs it.
 //
 // The first byte picks the host: no authentication, a shared secret, or

@@ -1,5 +1,5 @@
 // libFuzzer target: arbitrary bytes as an HTTP request to `serve --metrics`
-// (src/metrics.h). scripts/fuzz builds and runs it. Invariants, each a
+// (src/observe/metrics.h). scripts/fuzz builds and runs it. Invariants, each a
 // __builtin_trap() when broken:
 //   - parse_request says the same whether it gets the bytes at once or the
 //     stream grows read by read (incomplete until it decides, then the same

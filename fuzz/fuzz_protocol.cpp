@@ -1,4 +1,4 @@
-// libFuzzer target: arbitrary bytes through the wire protocol (src/protocol.h).
+// libFuzzer target: arbitrary bytes through the wire protocol (src/core/protocol.h).
 //   scripts/fuzz builds and runs it.
 //
 // The bytes are one stream, as a socket would deliver it. Invariants, each a

@@ -1,5 +1,5 @@
 // libFuzzer target: arbitrary bytes as a batch of inputs that a host of a
-// store wrote (src/replica.h, docs/store.md): what every other host applies.
+// store wrote (src/store/replica.h, docs/store.md): what every other host applies.
 // scripts/fuzz builds and runs it. Invariants, each a __builtin_trap():
 //   - a line that decodes encodes to a line that decodes to the same line
 //     (what one host writes, another reads back unchanged);

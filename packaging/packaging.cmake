@@ -77,7 +77,7 @@ set(CPACK_GENERATOR DEB)
 
 # .deb: the dependencies come from dpkg-shlibdeps. With TFB_STATIC_RUNTIME
 # (the default) libstdc++ and libgcc are linked in and fmt is header-only (the
-# hash for authentication is src/sha256.cpp), so that is libc6 alone. libmunge is loaded at run time where it is installed, hence
+# hash for authentication is src/core/sha256.cpp), so that is libc6 alone. libmunge is loaded at run time where it is installed, hence
 # only a suggestion.
 set(CPACK_DEBIAN_PACKAGE_NAME tfbarrier)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # tfbarrier_0.1.0_amd64.deb

@@ -1,4 +1,4 @@
-// The etcd v3 client of `serve --store` (src/store_client.h): etcd's JSON
+// The etcd v3 client of `serve --store` (src/store/store_client.h): etcd's JSON
 // gateway (POST /v3/kv/range, /v3/kv/txn, /v3/lease/*, /v3/watch) through
 // libcurl's easy interface and nlohmann-json. Built into the module
 // tfbarrier-etcd.so, which only a host with a store loads, so that `wait`

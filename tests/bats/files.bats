@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # Issue #30 item 2: every file tfbarrier writes goes through one opener
-# (src/private_files.h, files::open_in): never through a symlink, never into
+# (src/sys/private_files.h, files::open_in): never through a symlink, never into
 # another user's file or one others can write, made 0600 (0644 where others
 # must read). And what a client sends before it has authenticated reaches the
 # log escaped and cut short. Run as root, with uid tfbtest as the other user.

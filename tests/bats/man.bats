@@ -4,7 +4,7 @@
 # command's subsection, or under "Client options" for a command that points
 # there), every option the page documents exists, every variable tfbarrier
 # reads is under ENVIRONMENT, and the exit-code tables of the page and of
-# README.md are src/exit_codes.h's. man/tfbarrier-protocol.7 is made from
+# README.md are src/core/exit_codes.h's. man/tfbarrier-protocol.7 is made from
 # docs/protocol.md by scripts/man-protocol (pandoc), and must be what it makes.
 # shellcheck disable=SC2154  # $stderr is set by `run --separate-stderr`
 load helpers
@@ -44,9 +44,9 @@ documented_options() {
   awk 'prev ~ /^\.TP/ {print} {prev = $0}' | grep -oE -- '--[a-z][a-z0-9-]*' | sort -u
 }
 
-# src/exit_codes.h's table as "CODE<TAB>MEANING" lines, by code.
+# src/core/exit_codes.h's table as "CODE<TAB>MEANING" lines, by code.
 header_exit_codes() {
-  local h=$ROOT/src/exit_codes.h
+  local h=$ROOT/src/core/exit_codes.h
   join -t $'\t' \
     <(sed -nE 's/.*inline constexpr int ([a-z_]+) = ([0-9]+);.*/\1\t\2/p' "$h" | sort) \
     <(sed -nE 's/.*\{exit_code::([a-z_]+), "(.*)"\},.*/\1\t\2/p' "$h" | sort) |
@@ -149,7 +149,7 @@ header_exit_codes() {
       for cmd in $(commands); do "$TFB" "$cmd" --help; done
     } | grep -oE 'TFBARRIER_[A-Z_]+'
     # Quoted variable names in the settings code; RANK is the one without an underscore.
-    grep -oE '"[A-Z][A-Z0-9]*_[A-Z0-9_]+"|"RANK"' "$ROOT/src/settings.cpp" | tr -d '"'
+    grep -oE '"[A-Z][A-Z0-9]*_[A-Z0-9_]+"|"RANK"' "$ROOT/src/core/settings.cpp" | tr -d '"'
   )
   for var in $(sort -u <<<"$vars"); do
     grep -qxF "$var" <<<"$env" || missing+=("$var")
@@ -157,7 +157,7 @@ header_exit_codes() {
   [ ${#missing[@]} -eq 0 ] || { echo "not under ENVIRONMENT: ${missing[*]}" >&2; return 1; }
 }
 
-@test "the EXIT STATUS table of tfbarrier.1 is src/exit_codes.h's" {
+@test "the EXIT STATUS table of tfbarrier.1 is src/core/exit_codes.h's" {
   run header_exit_codes
   assert_success
   [ ${#lines[@]} -ge 11 ]
@@ -169,7 +169,7 @@ header_exit_codes() {
   diff <(echo "$want") <(echo "$got") >&2
 }
 
-@test "the exit-code table of README.md is src/exit_codes.h's" {
+@test "the exit-code table of README.md is src/core/exit_codes.h's" {
   local want got
   want=$(header_exit_codes)
   got=$(sed -nE 's/^\| *([0-9]+) *\| *(.*[^ ]) *\|$/\1\t\2/p' "$ROOT/README.md")

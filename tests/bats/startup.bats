@@ -83,7 +83,7 @@ no_cpuid_in() {
   no_cpuid_in wait --name plain --n 1 --quiet
 }
 
-@test "an authenticated tfbarrier wait runs no CPUID of its own (HMAC-SHA-256 is src/sha256.cpp)" {
+@test "an authenticated tfbarrier wait runs no CPUID of its own (HMAC-SHA-256 is src/core/sha256.cpp)" {
   "$TFB" secret >/dev/null
   start_host
   grep -q 'authentication: shared secret' "$HOST_LOG"

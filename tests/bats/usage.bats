@@ -337,8 +337,8 @@ host_untouched() {
 }
 
 @test "--help of every command shows examples and the whole exit-code table" {
-  # The table as src/exit_codes.h has it: "%5d  meaning" per row.
-  local header=$BATS_TEST_DIRNAME/../../src/exit_codes.h table
+  # The table as src/core/exit_codes.h has it: "%5d  meaning" per row.
+  local header=$BATS_TEST_DIRNAME/../../src/core/exit_codes.h table
   table=$(/usr/bin/python3 - "$header" <<'EOF'
 import re, sys
 src = open(sys.argv[1]).read()

@@ -1,4 +1,4 @@
-// Addresses (src/address.h): the forms --addr and --listen take, and the one
+// Addresses (src/core/address.h): the forms --addr and --listen take, and the one
 // loopback test. These tests are the spec.
 #include "address.h"
 

@@ -1,4 +1,4 @@
-// The barrier rules of docs/protocol.md (src/barrier.h): a pure state machine.
+// The barrier rules of docs/protocol.md (src/core/barrier.h): a pure state machine.
 // These tests are the spec. Each connection id stands for one client connection;
 // as in the host, a connection makes one ARRIVE or DECIDE (another only after an ERR).
 #include "barrier.h"

@@ -1,4 +1,4 @@
-// The participant's side of a connection (src/client_conn.h), driven with the
+// The participant's side of a connection (src/core/client_conn.h), driven with the
 // host's lines through every handshake path: no host, no sockets, no munged.
 #include "client_conn.h"
 

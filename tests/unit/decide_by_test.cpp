@@ -1,6 +1,6 @@
 // wait --decide-by and --decide-within (issue #33 part 1): the chief that
 // decides on its own connection, the abort when it goes before its verdict,
-// and the decide deadline. Rules of src/barrier.h; docs/protocol.md, ARRIVE.
+// and the decide deadline. Rules of src/core/barrier.h; docs/protocol.md, ARRIVE.
 #include <gtest/gtest.h>
 
 #include <string>

@@ -1,4 +1,4 @@
-// Durations on the command line (src/duration.h). These tests are the spec.
+// Durations on the command line (src/core/duration.h). These tests are the spec.
 #include "duration.h"
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// The store's follower (src/follower.h, issue #31): the rules by which a host
+// The store's follower (src/store/follower.h, issue #31): the rules by which a host
 // turns the store's log into state, tested in memory against a simulated
 // etcd (revisions, versions, deletes, a key's history), as etcd's raft
 // library tests itself with many nodes in one process.

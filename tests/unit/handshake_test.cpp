@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "auth.h"
+#include "secret_files.h"
 #include "client_conn.h"
 #include "host_conn.h"
 #include "protocol.h"

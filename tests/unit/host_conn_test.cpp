@@ -1,4 +1,4 @@
-// The host's side of a connection (src/host_conn.h), driven with lines as a
+// The host's side of a connection (src/core/host_conn.h), driven with lines as a
 // client would send them: HELLO and the version check, the shared-secret and
 // MUNGE handshakes (MUNGE through a test implementation of host_services; the
 // real munged is the Bats suites'), sealing, one ARRIVE per connection, the

@@ -1,4 +1,4 @@
-// The Slurm host-list grammar of src/hostlist.h: first_host checks the whole
+// The Slurm host-list grammar of src/core/hostlist.h: first_host checks the whole
 // expression and returns its first name. These tests are the spec.
 #include "hostlist.h"
 

@@ -1,4 +1,4 @@
-// The journal file (src/journal.h) and the door that writes it (src/door.h):
+// The journal file (src/sys/journal.h) and the door that writes it (src/core/door.h):
 // read back, compacted, appended to; errors returned, not ended on.
 #include "journal.h"
 

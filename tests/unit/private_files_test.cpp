@@ -1,4 +1,4 @@
-// The private-file rules of src/private_files.cpp, on a real file system: what
+// The private-file rules of src/sys/private_files.cpp, on a real file system: what
 // another local user could plant (a symlink, a directory of theirs, a world-
 // writable directory, a left-over temporary file) is refused or ignored.
 #include "private_files.h"

@@ -1,4 +1,4 @@
-// The wire protocol of docs/protocol.md (src/protocol.h). These tests are the spec:
+// The wire protocol of docs/protocol.md (src/core/protocol.h). These tests are the spec:
 // framing, every limit, every request and reply, and every example of the doc.
 #include "protocol.h"
 

@@ -1,4 +1,4 @@
-// A store's replicas (src/replica.h, docs/store.md): inputs written as lines,
+// A store's replicas (src/store/replica.h, docs/store.md): inputs written as lines,
 // batches sealed, and hosts that apply the same log reaching the same
 // barriers, each replying only to its own participants.
 #include "replica.h"

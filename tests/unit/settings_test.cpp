@@ -1,5 +1,7 @@
-// Where every setting comes from (src/settings.h). These tests are the spec.
+// Where every setting comes from (src/core/settings.h). These tests are the spec.
 #include "settings.h"
+
+#include "launcher_file.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

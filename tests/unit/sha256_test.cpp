@@ -1,4 +1,4 @@
-// SHA-256 and HMAC-SHA-256 (src/sha256.cpp) against the published vectors:
+// SHA-256 and HMAC-SHA-256 (src/core/sha256.cpp) against the published vectors:
 // FIPS 180-4's examples and RFC 4231's HMAC test cases, then 200 key and
 // message lengths across the block boundaries against Python's hashlib/hmac.
 #include "sha256.h"

@@ -40,6 +40,7 @@
 
 #include "address.h"
 #include "auth.h"
+#include "secret_files.h"
 #include "barrier.h"
 #include "door.h"
 #include "history_file.h"

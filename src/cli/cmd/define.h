@@ -1,9 +1,9 @@
 #pragma once
-// What the commands' CLI11 definitions share (src/cmd/*.cpp, define_*):
+// What the commands' CLI11 definitions share (src/cli/cmd/*.cpp, define_*):
 // validators that say what is wrong in our words, the options every client
 // command takes, and the footer of examples and exit codes.
 //
-// CLI11 is compiled once: the tfb_cli library (cli.cpp and src/cmd/*.cpp) is
+// CLI11 is compiled once: the tfb_cli library (cli.cpp and src/cli/cmd/*.cpp) is
 // a unity build, since every translation unit that includes CLI/CLI.hpp
 // constructs its own copies of CLI11's static validators when the process
 // starts, `wait` included.
@@ -21,7 +21,7 @@ namespace tfb::cmd {
 /// what its definition bound: durations converted, defaults filled in.
 using command_parser = std::function<command_options()>;
 
-// One per command, in src/cmd/NAME.cpp: adds the command to app.
+// One per command, in src/cli/cmd/NAME.cpp: adds the command to app.
 command_parser define_serve(CLI::App& app);
 command_parser define_wait(CLI::App& app);
 command_parser define_decide(CLI::App& app);

@@ -1,6 +1,6 @@
 // The command line: the table of commands, what they share (help, errors in
 // our words), and the dispatch. Each command's own options are defined in
-// src/cmd/NAME.cpp (define_NAME).
+// src/cli/cmd/NAME.cpp (define_NAME).
 #include "cli.h"
 
 #include <CLI/CLI.hpp>

@@ -17,6 +17,7 @@
 
 #include "address.h"
 #include "auth.h"
+#include "secret_files.h"
 #include "exit_codes.h"
 #include "munge_auth.h"
 #include "private_files.h"

@@ -1,7 +1,7 @@
 #pragma once
 // The command line (the tfb_cli library): argv to one command's options, then
 // the command. Each command's options and CLI11 definition are in
-// src/cmd/NAME.cpp; this is the table of them and what is shared.
+// src/cli/cmd/NAME.cpp; this is the table of them and what is shared.
 #include <optional>
 
 #include "commands.h"

@@ -2,7 +2,8 @@
 // Shared-secret authentication (docs/security.md): mutual HMAC-SHA-256
 // challenge-response over fresh nonces from both sides, then every line in
 // both directions is sealed with a MAC under a per-connection session key and
-// a sequence number. The hash is src/sha256.cpp's.
+// a sequence number. The hash is sha256.cpp's. Pure: the nonces, the random
+// secrets and the secret files are sys/secret_files.h's.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -13,10 +14,8 @@ namespace tfb::auth {
 inline constexpr std::size_t nonce_bytes = 16;
 inline constexpr std::size_t mac_hex_chars = 32;  ///< a line MAC: the first 128 bits of HMAC-SHA-256
 
-/// Fills out with bytes from the kernel's CSPRNG (getrandom); aborts if it has none.
-void fill_random(void* out, std::size_t size);
-/// A fresh random nonce, hex-encoded.
-std::string make_nonce();
+/// p[0..n) in lower-case hex.
+std::string to_hex(const unsigned char* p, std::size_t n);
 /// HMAC-SHA-256(key, msg), hex-encoded (64 chars).
 std::string hmac_hex(std::string_view key, std::string_view msg);
 /// SHA-256 of msg, in hex (a store's digest of its state).
@@ -49,19 +48,5 @@ enum class direction { to_host, to_client };
 std::string seal(std::string_view line, std::string_view key, direction d, std::uint64_t seq);
 /// Checks and removes the MAC; false when missing or wrong.
 bool unseal(std::string& line, std::string_view key, direction d, std::uint64_t seq);
-
-/// The default secret file: $TFBARRIER_SECRET_FILE, else ~/.tfbarrier/secret ($HOME, else the
-/// password database's home; never /tmp).
-std::string default_secret_path();
-/// Reads a secret file. Refuses one that others can read. nullopt + error (a sentence).
-std::optional<std::string> load_secret(const std::string& path, std::string& error);
-/// A fresh secret: 64 hex digits of getrandom(), as a secret file holds them (no newline).
-std::string fresh_secret();
-/// Writes text as the secret file (mode 0600, parent made 0700). Refuses to overwrite unless force.
-bool write_secret(const std::string& path, const std::string& text, bool force, std::string& error);
-/// Writes a fresh secret.
-inline bool write_secret(const std::string& path, bool force, std::string& error) {
-  return write_secret(path, fresh_secret(), force, error);
-}
 
 }  // namespace tfb::auth

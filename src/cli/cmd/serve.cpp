@@ -11,6 +11,7 @@
 
 #include "address.h"
 #include "auth.h"
+#include "secret_files.h"
 #include "cmd/common.h"
 #include "exit_codes.h"
 #include "host.h"

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "auth.h"
+#include "secret_files.h"
 #include "cmd/common.h"
 #include "exit_codes.h"
 #include "text.h"

@@ -17,12 +17,26 @@
 #include <functional>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "barrier.h"
 
 namespace tfb {
 
-class journal;
+/// Where local_door records the steps it applies: sys/journal.h's journal
+/// (a file, flushed). An interface, so that the door stays pure.
+class journal_sink {
+ public:
+  virtual ~journal_sink() = default;
+  virtual bool is_open() const = 0;
+  /// Appends entries, recorded for good before it returns; false with error (the system's reason).
+  virtual bool append(const std::vector<journal_entry>& entries, std::string& error) = 0;
+  /// True when it is time to rewrite the record as a snapshot (compact).
+  virtual bool wants_compaction() const = 0;
+  /// Rewrites the record as these entries; false with error, the old record whole.
+  virtual bool compact(const std::vector<journal_entry>& entries, std::string& error) = 0;
+  virtual const std::string& path() const = 0;
+};
 
 namespace input {
 struct arrive {
@@ -106,13 +120,13 @@ class door {
 /// before submit returns.
 class local_door final : public door {
  public:
-  explicit local_door(barrier_set& state, journal* j = nullptr) : state_(state), journal_(j) {}
-  void set_journal(journal* j) { journal_ = j; }
+  explicit local_door(barrier_set& state, journal_sink* j = nullptr) : state_(state), journal_(j) {}
+  void set_journal(journal_sink* j) { journal_ = j; }
   bool submit(const door_input& in, output& out, std::string& error) override;
 
  private:
   barrier_set& state_;
-  journal* journal_;
+  journal_sink* journal_;
 };
 
 }  // namespace tfb

@@ -140,13 +140,4 @@ std::optional<std::string> seal(std::string_view payload, uid_t uid, std::string
   return encode_with(payload, uid, true, error);
 }
 
-std::string to_wire(std::string cred) {
-  std::replace(cred.begin(), cred.end(), '=', '_');
-  return cred;
-}
-std::string from_wire(std::string value) {
-  std::replace(value.begin(), value.end(), '_', '=');
-  return value;
-}
-
 }  // namespace tfb::munge_auth

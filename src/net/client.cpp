@@ -16,6 +16,7 @@
 
 #include "address.h"
 #include "auth.h"
+#include "secret_files.h"
 #include "client_conn.h"
 #include "decide_cmd.h"
 #include "peer_owner.h"

@@ -3,8 +3,6 @@
 #include <fmt/format.h>
 #include <type_traits>
 
-#include "journal.h"
-
 namespace tfb {
 
 bool local_door::submit(const door_input& in, output& out, std::string& error) {

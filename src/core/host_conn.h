@@ -26,7 +26,7 @@
 #include <string_view>
 
 #include "barrier.h"
-#include "munge_auth.h"
+#include "munge_wire.h"
 #include "protocol.h"
 
 namespace tfb {

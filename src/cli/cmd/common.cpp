@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "auth.h"
+#include "secret_files.h"
 #include "exit_codes.h"
+#include "launcher_file.h"
 #include "private_files.h"
 #include "protocol.h"
 #include "store_name.h"

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "barrier.h"
+#include "door.h"
 #include "private_files.h"
 
 namespace tfb {
@@ -26,11 +27,12 @@ bool check_journal_header(std::string_view line, std::string& error);
 std::string to_journal_line(const journal_entry& e);  ///< with the newline
 std::optional<journal_entry> from_journal_line(std::string_view line, std::string& error);
 
-/// The journal file DIR/journal, through a file descriptor.
-class journal {
+/// The journal file DIR/journal, through a file descriptor: local_door's
+/// journal_sink (door.h).
+class journal final : public journal_sink {
  public:
   explicit journal(std::string dir);
-  ~journal();
+  ~journal() override;
   journal(const journal&) = delete;
   journal& operator=(const journal&) = delete;
 
@@ -45,18 +47,18 @@ class journal {
             const std::function<void(std::size_t line, const std::string& why)>& skipped, std::string& error);
   /// Rewrites the journal as these entries (a new file, flushed, renamed
   /// over the old one, the directory flushed) and opens it for appending.
-  bool compact(const std::vector<journal_entry>& entries, std::string& error);
+  bool compact(const std::vector<journal_entry>& entries, std::string& error) override;
   /// Appends entries and flushes them to the disk (fdatasync). On failure
   /// error is the system's reason (strerror).
-  bool append(const std::vector<journal_entry>& entries, std::string& error);
+  bool append(const std::vector<journal_entry>& entries, std::string& error) override;
 
   /// True once the file is over 1 MiB and twice what the last compaction
   /// wrote: time to compact it while the host runs.
-  bool wants_compaction() const { return size_ > (std::size_t{1} << 20) && size_ > 2 * live_; }
+  bool wants_compaction() const override { return size_ > (std::size_t{1} << 20) && size_ > 2 * live_; }
 
   const std::string& dir() const { return dir_; }
-  const std::string& path() const { return path_; }
-  bool is_open() const { return fd_ >= 0; }
+  const std::string& path() const override { return path_; }
+  bool is_open() const override { return fd_ >= 0; }
 
  private:
   std::string dir_, path_;

@@ -1,12 +1,15 @@
 #pragma once
 // MUNGE credentials, for authentication with no set-up where munged runs
 // (every Slurm cluster). libmunge is loaded at run time (dlopen), so the
-// binary still runs on machines without it.
+// binary still runs on machines without it. What a credential decodes to,
+// and its form on the wire, are the core's (core/munge_wire.h).
 #include <sys/types.h>
 
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "munge_wire.h"
 
 namespace tfb::munge_auth {
 
@@ -16,10 +19,6 @@ bool available(std::string& why_not);
 /// A credential carrying payload; only restrict_uid may decode it (if given).
 std::optional<std::string> encode(std::string_view payload, std::optional<uid_t> restrict_uid, std::string& error);
 
-struct decoded {
-  std::string payload;
-  uid_t uid = 0;
-};
 /// Decodes and checks a credential (munged rejects replays and expired ones).
 std::optional<decoded> decode(std::string_view cred, std::string& error);
 
@@ -34,9 +33,5 @@ std::optional<std::string> seal(std::string_view payload, uid_t uid, std::string
 /// nullopt, with error; refused is true when munged refused it, false when
 /// munged could not be asked.
 std::optional<decoded> unseal(std::string_view cred, bool& refused, std::string& error);
-
-/// Credentials are base64 with '=' padding; protocol values cannot hold '='.
-std::string to_wire(std::string cred);
-std::string from_wire(std::string value);
 
 }  // namespace tfb::munge_auth

@@ -87,10 +87,7 @@ struct settings {
 std::optional<settings> resolve_settings(const flag_inputs& flags, const env_lookup& env,
                                          std::string_view hostname, std::string& error,
                                          const file_lookup& files = {});
-/// file_lookup for the real file system: at most max_launcher_file bytes. The
-/// one function here that touches the system; resolve_settings never calls it
-/// but through the file_lookup it is given.
-std::optional<std::string> read_launcher_file(const std::string& path, std::string& why);
+/// (file_lookup for the real file system: sys/launcher_file.h's read_launcher_file.)
 
 /// Checks the text of --n or --rank: "" when valid, else why not
 /// ("\"abc\" is not a rank: a rank runs from 0 to 999999"). Decimal only: a

@@ -14,7 +14,7 @@
 #include <string_view>
 
 #include "duration.h"
-#include "munge_auth.h"
+#include "munge_wire.h"
 #include "protocol.h"
 
 namespace tfb::client {

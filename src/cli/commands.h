@@ -1,5 +1,5 @@
 #pragma once
-// One options struct and one run_* function per command (src/cmd/NAME.cpp).
+// One options struct and one run_* function per command (src/cli/cmd/NAME.cpp).
 // The command line (cli.h) parses into these; each run_* returns an exit code.
 #include <cstdint>
 #include <optional>
