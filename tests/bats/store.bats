@@ -1025,9 +1025,9 @@ for kv in json.load(sys.stdin).get("kvs", []):
 # (5 s, not less: the checks that k is still there 1.5 s after its release
 # must not run past --forget-after on a loaded machine.)
 clock_skew() {
-  store_host 0 --forget-after 5s
+  store_host 0 --forget-after 8s
   HOST_WRAP=(env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 FAKETIME="$1" FAKETIME_DONT_FAKE_MONOTONIC=1)
-  store_host 1 --forget-after 5s
+  store_host 1 --forget-after 8s
   HOST_WRAP=()
   # Host 1's log is an hour off: the clock it writes into its inputs is.
   local want
