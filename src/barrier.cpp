@@ -832,85 +832,15 @@ proto::status_reply barrier_set::status(const proto::status_req& s, millis now) 
 void barrier_set::restore(const journal_entry& e, millis now) {
   barrier& b = get(e.scope, e.name, now);
   switch (e.what) {
-    case journal_entry::kind::release: {
-      finished f{e.gen, e.v, e.message, e.ids};
-      std::sort(f.ids.begin(), f.ids.end());
-      b.recent.push_front(std::move(f));
-      if (b.recent.size() > max_recent_rounds) b.recent.pop_back();
-      b.gathered.erase(e.gen);  // an older round may still wait for its verdict
-      if (b.open.gen <= e.gen) {
-        b.open = round{};
-        b.open.gen = e.gen + 1;
-        b.open.opened = now;
-      }
+    case journal_entry::kind::release:
+      restore_release(b, e, now);
       break;
-    }
-    case journal_entry::kind::verdict: {
-      if (b.open.gen > e.gen) break;  // already released
-      if (b.open.gen < e.gen && b.open.members.empty()) b.open.gen = e.gen;
-      round& r = b.open;
-      r.v = e.v;
-      r.message = e.message;
-      r.verdict_by = "the journal";
-      if (!r.n) r.n = e.n;
-      if (r.n_by.empty()) r.n_by = "the chief (restored from the journal)";
-      if (e.chief_arrival && !r.by_id.count(e.id)) {
-        member m;
-        m.rank = e.rank;
-        m.host = e.host;
-        m.pid = e.pid;
-        m.id = e.id;
-        m.chief = true;
-        m.durable = true;
-        m.connected = false;
-        conn_id c = restored_conn_base + next_restored_++;
-        first_arrival(r, now);
-        if (m.rank) r.by_rank.emplace(*m.rank, c);
-        r.chief = c;
-        r.by_id[m.id] = c;
-        m.since = now;
-        r.members.emplace(c, std::move(m));
-      } else if (!e.chief_arrival) {
-        r.decider_ids.push_back(e.id);
-      }
+    case journal_entry::kind::verdict:
+      restore_verdict(b, e, now);
       break;
-    }
-    case journal_entry::kind::gathered: {
-      // A later round may have released while this one waited for its verdict, so only
-      // a release of this very round (or this entry twice) makes the entry stale.
-      bool released = std::any_of(b.recent.begin(), b.recent.end(), [&](const finished& f) { return f.gen == e.gen; });
-      if (released || b.gathered.count(e.gen)) break;
-      round r;
-      r.gen = e.gen;
-      r.n = e.n;
-      r.n_by = "the round's members (restored from the journal)";
-      r.gathered = true;
-      r.opened = now;
-      for (std::size_t i = 0; i < e.ids.size(); ++i) {
-        member m;
-        m.id = e.ids[i];
-        m.rank = i < e.ranks.size() ? e.ranks[i] : std::nullopt;
-        m.connected = false;
-        m.since = now;
-        if (m.id == e.id) {
-          m.chief = true;
-          m.host = e.host;
-          m.pid = e.pid;
-        }
-        conn_id c = restored_conn_base + next_restored_++;
-        if (m.chief) r.chief = c;
-        if (m.rank) r.by_rank.emplace(*m.rank, c);
-        r.by_id[m.id] = c;
-        r.members.emplace(c, std::move(m));
-      }
-      b.gathered.emplace(e.gen, std::move(r));
-      if (b.open.gen <= e.gen) {
-        b.open = round{};
-        b.open.gen = e.gen + 1;
-        b.open.opened = now;
-      }
+    case journal_entry::kind::gathered:
+      restore_gathered(b, e, now);
       break;
-    }
     case journal_entry::kind::abort:
       b.aborted = true;
       b.aborted_gen = e.gen;
@@ -919,6 +849,85 @@ void barrier_set::restore(const journal_entry& e, millis now) {
       b.open.gen = e.gen;
       b.gathered.clear();
       break;
+  }
+}
+
+void barrier_set::restore_release(barrier& b, const journal_entry& e, millis now) {
+  finished f{e.gen, e.v, e.message, e.ids};
+  std::sort(f.ids.begin(), f.ids.end());
+  b.recent.push_front(std::move(f));
+  if (b.recent.size() > max_recent_rounds) b.recent.pop_back();
+  b.gathered.erase(e.gen);  // an older round may still wait for its verdict
+  if (b.open.gen <= e.gen) {
+    b.open = round{};
+    b.open.gen = e.gen + 1;
+    b.open.opened = now;
+  }
+}
+
+void barrier_set::restore_verdict(barrier& b, const journal_entry& e, millis now) {
+  if (b.open.gen > e.gen) return;  // already released
+  if (b.open.gen < e.gen && b.open.members.empty()) b.open.gen = e.gen;
+  round& r = b.open;
+  r.v = e.v;
+  r.message = e.message;
+  r.verdict_by = "the journal";
+  if (!r.n) r.n = e.n;
+  if (r.n_by.empty()) r.n_by = "the chief (restored from the journal)";
+  if (e.chief_arrival && !r.by_id.count(e.id)) {
+    member m;
+    m.rank = e.rank;
+    m.host = e.host;
+    m.pid = e.pid;
+    m.id = e.id;
+    m.chief = true;
+    m.durable = true;
+    m.connected = false;
+    conn_id c = restored_conn_base + next_restored_++;
+    first_arrival(r, now);
+    if (m.rank) r.by_rank.emplace(*m.rank, c);
+    r.chief = c;
+    r.by_id[m.id] = c;
+    m.since = now;
+    r.members.emplace(c, std::move(m));
+  } else if (!e.chief_arrival) {
+    r.decider_ids.push_back(e.id);
+  }
+}
+
+void barrier_set::restore_gathered(barrier& b, const journal_entry& e, millis now) {
+  // A later round may have released while this one waited for its verdict, so only
+  // a release of this very round (or this entry twice) makes the entry stale.
+  bool released = std::any_of(b.recent.begin(), b.recent.end(), [&](const finished& f) { return f.gen == e.gen; });
+  if (released || b.gathered.count(e.gen)) return;
+  round r;
+  r.gen = e.gen;
+  r.n = e.n;
+  r.n_by = "the round's members (restored from the journal)";
+  r.gathered = true;
+  r.opened = now;
+  for (std::size_t i = 0; i < e.ids.size(); ++i) {
+    member m;
+    m.id = e.ids[i];
+    m.rank = i < e.ranks.size() ? e.ranks[i] : std::nullopt;
+    m.connected = false;
+    m.since = now;
+    if (m.id == e.id) {
+      m.chief = true;
+      m.host = e.host;
+      m.pid = e.pid;
+    }
+    conn_id c = restored_conn_base + next_restored_++;
+    if (m.chief) r.chief = c;
+    if (m.rank) r.by_rank.emplace(*m.rank, c);
+    r.by_id[m.id] = c;
+    r.members.emplace(c, std::move(m));
+  }
+  b.gathered.emplace(e.gen, std::move(r));
+  if (b.open.gen <= e.gen) {
+    b.open = round{};
+    b.open.gen = e.gen + 1;
+    b.open.opened = now;
   }
 }
 

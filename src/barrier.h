@@ -293,6 +293,10 @@ class barrier_set {
   /// DECIDE on an open round without a chief: the chief's arrival, with its verdict.
   void decide_on_arrival(barrier& b, conn_id c, const proto::decide& d, const peer_info& p, const std::string& by,
                          millis now, output& out);
+  /// restore() of each kind of journal entry but an abort.
+  static void restore_release(barrier& b, const journal_entry& e, millis now);
+  void restore_verdict(barrier& b, const journal_entry& e, millis now);
+  void restore_gathered(barrier& b, const journal_entry& e, millis now);
   void move_member(round& r, conn_id from, conn_id to, const key* k);
   bool check_join(barrier& b, conn_id c, const std::optional<std::uint32_t>& n,
                   const std::optional<std::uint32_t>& rank, bool chief, const peer_info& p, output& out);
