@@ -313,6 +313,124 @@ bool closes_connection(error_kind k) {
   }
 }
 
+namespace {
+// One parser per request verb: its fields into the request, the first problem into r.
+request parse_hello(reader& r, const line&) {
+  hello h;
+  std::string v = r.required("v");
+  if (r.ok()) {
+    auto n = to_uint<std::uint32_t>(v);
+    if (!n) r.fail(fmt::format("v={} is not a protocol version", v));
+    h.version = n.value_or(0);
+  }
+  h.host = r.optional_str("host", "?");
+  if (auto pid = r.optional_u32("pid", 0, 0x7fffffff)) h.pid = *pid;
+  if (auto ka = r.optional_u32("keepalive", 0, 3'600'000)) h.keepalive_ms = *ka;
+  h.nonce = r.optional_str("nonce");
+  return h;
+}
+
+request parse_arrive(reader& r, const line&) {
+  arrive a;
+  a.name = check_name(r, "name", false);
+  a.scope = check_name(r, "scope", false);
+  a.id = r.required("id");
+  if (r.ok() && !valid_id(a.id)) r.fail(fmt::format("id={} is not 1-64 letters and digits", a.id));
+  a.n = r.optional_u32("n", 1, max_n);
+  a.rank = r.optional_u32("rank", 0, max_n - 1);
+  a.chief = r.flag("chief", false);
+  a.decide = r.flag("decide", false);
+  a.within_ms = r.optional_u32("within", 1, max_within_ms);
+  if (r.ok() && (a.decide || a.within_ms) && !a.chief)
+    r.fail(fmt::format("{} is for the chief: it needs chief=1", a.decide ? "decide=1" : "within"));
+  if (r.ok() && a.n && a.rank && *a.rank >= *a.n)
+    r.fail(fmt::format("rank={} is not below n={}", *a.rank, *a.n));
+  return a;
+}
+
+request parse_decide(reader& r, const line& l) {
+  decide d;
+  d.name = check_name(r, "name", true);
+  d.scope = check_name(r, "scope", false);
+  d.id = r.required("id");
+  if (r.ok() && !valid_id(d.id)) r.fail(fmt::format("id={} is not 1-64 letters and digits", d.id));
+  std::string v = r.required("verdict");
+  if (r.ok()) {
+    auto pv = parse_verdict(v);
+    if (!pv) r.fail(fmt::format("verdict={} must be continue or stop", v));
+    d.v = pv.value_or(verdict::none);
+  }
+  d.n = r.optional_u32("n", 1, max_n);
+  d.rank = r.optional_u32("rank", 0, max_n - 1);
+  if (r.ok() && d.n && d.rank && *d.rank >= *d.n)
+    r.fail(fmt::format("rank={} is not below n={}", *d.rank, *d.n));
+  d.wait = r.flag("wait", true);
+  d.message = l.text.value_or("");
+  return d;
+}
+
+request parse_abort(reader& r, const line& l) {
+  abort_req a;
+  a.scope = check_name(r, "scope", false);
+  a.name = check_name(r, "name", false);
+  a.reason = l.text.value_or("");
+  return a;
+}
+
+request parse_status(reader& r, const line&) {
+  status_req s;
+  std::string scope = r.optional_str("scope", "*");
+  if (scope != "*" && !valid_name(scope)) r.fail(fmt::format("scope={} is not a valid scope", scope));
+  s.scope = scope;
+  s.name = r.optional_str("name");
+  if (!s.name.empty() && !valid_name(s.name)) r.fail(fmt::format("name={} is not a valid name", s.name));
+  s.detail = r.flag("detail", false);
+  s.last = r.flag("last", false);
+  return s;
+}
+
+request parse_leave(reader& r, const line&) {
+  // why= is optional, and a value other than timeout is ignored like an unknown key.
+  return leave{r.optional_str("why") == "timeout" ? "timeout" : ""};
+}
+
+request parse_history(reader& r, const line&) {
+  history_req h;
+  std::string scope = r.optional_str("scope", "*");
+  if (scope != "*" && !valid_name(scope)) r.fail(fmt::format("scope={} is not a valid scope", scope));
+  h.scope = scope;
+  h.name = r.optional_str("name");
+  if (h.name.size() > max_name) r.fail("name= is longer than 128 bytes");
+  if (auto v = r.optional_str("last"); !v.empty()) {
+    auto n = to_uint<std::uint64_t>(v);
+    if (!n) r.fail(fmt::format("last={} is not a number", v));
+    h.last = n.value_or(0);
+  }
+  if (auto v = r.optional_str("from"); !v.empty()) {
+    auto n = to_uint<std::uint64_t>(v);
+    if (!n) r.fail(fmt::format("from={} is not a number", v));
+    h.from = n.value_or(0);
+  }
+  return h;
+}
+
+request parse_ping(reader&, const line&) { return ping{}; }
+
+request parse_auth(reader& r, const line&) {
+  auth_req a{r.optional_str("proof"), r.optional_str("cred")};
+  if (a.proof.empty() && a.cred.empty()) r.fail("AUTH needs proof= or cred=");
+  return a;
+}
+
+using request_parser = request (*)(reader& r, const line& l);
+
+constexpr std::pair<std::string_view, request_parser> request_parsers[] = {
+    {"HELLO", parse_hello},   {"ARRIVE", parse_arrive}, {"DECIDE", parse_decide},   {"ABORT", parse_abort},
+    {"STATUS", parse_status}, {"LEAVE", parse_leave},   {"HISTORY", parse_history}, {"PING", parse_ping},
+    {"AUTH", parse_auth},
+};
+}  // namespace
+
 std::variant<request, request_error> parse_request(std::string_view raw) {
   std::string err;
   auto l = parse_line(raw, err);
@@ -320,105 +438,15 @@ std::variant<request, request_error> parse_request(std::string_view raw) {
     if (raw.size() + 1 > max_line) return request_error{error_kind::toolong, err};
     return request_error{error_kind::badrequest, err};
   }
-  reader r(*l);
-  request out;
-  if (l->verb == "HELLO") {
-    hello h;
-    std::string v = r.required("v");
-    if (r.ok()) {
-      auto n = to_uint<std::uint32_t>(v);
-      if (!n) r.fail(fmt::format("v={} is not a protocol version", v));
-      h.version = n.value_or(0);
-    }
-    h.host = r.optional_str("host", "?");
-    if (auto pid = r.optional_u32("pid", 0, 0x7fffffff)) h.pid = *pid;
-    if (auto ka = r.optional_u32("keepalive", 0, 3'600'000)) h.keepalive_ms = *ka;
-    h.nonce = r.optional_str("nonce");
-    out = h;
-  } else if (l->verb == "ARRIVE") {
-    arrive a;
-    a.name = check_name(r, "name", false);
-    a.scope = check_name(r, "scope", false);
-    a.id = r.required("id");
-    if (r.ok() && !valid_id(a.id)) r.fail(fmt::format("id={} is not 1-64 letters and digits", a.id));
-    a.n = r.optional_u32("n", 1, max_n);
-    a.rank = r.optional_u32("rank", 0, max_n - 1);
-    a.chief = r.flag("chief", false);
-    a.decide = r.flag("decide", false);
-    a.within_ms = r.optional_u32("within", 1, max_within_ms);
-    if (r.ok() && (a.decide || a.within_ms) && !a.chief)
-      r.fail(fmt::format("{} is for the chief: it needs chief=1", a.decide ? "decide=1" : "within"));
-    if (r.ok() && a.n && a.rank && *a.rank >= *a.n)
-      r.fail(fmt::format("rank={} is not below n={}", *a.rank, *a.n));
-    out = a;
-  } else if (l->verb == "DECIDE") {
-    decide d;
-    d.name = check_name(r, "name", true);
-    d.scope = check_name(r, "scope", false);
-    d.id = r.required("id");
-    if (r.ok() && !valid_id(d.id)) r.fail(fmt::format("id={} is not 1-64 letters and digits", d.id));
-    std::string v = r.required("verdict");
-    if (r.ok()) {
-      auto pv = parse_verdict(v);
-      if (!pv) r.fail(fmt::format("verdict={} must be continue or stop", v));
-      d.v = pv.value_or(verdict::none);
-    }
-    d.n = r.optional_u32("n", 1, max_n);
-    d.rank = r.optional_u32("rank", 0, max_n - 1);
-    if (r.ok() && d.n && d.rank && *d.rank >= *d.n)
-      r.fail(fmt::format("rank={} is not below n={}", *d.rank, *d.n));
-    d.wait = r.flag("wait", true);
-    d.message = l->text.value_or("");
-    out = d;
-  } else if (l->verb == "ABORT") {
-    abort_req a;
-    a.scope = check_name(r, "scope", false);
-    a.name = check_name(r, "name", false);
-    a.reason = l->text.value_or("");
-    out = a;
-  } else if (l->verb == "STATUS") {
-    status_req s;
-    std::string scope = r.optional_str("scope", "*");
-    if (scope != "*" && !valid_name(scope)) r.fail(fmt::format("scope={} is not a valid scope", scope));
-    s.scope = scope;
-    s.name = r.optional_str("name");
-    if (!s.name.empty() && !valid_name(s.name)) r.fail(fmt::format("name={} is not a valid name", s.name));
-    s.detail = r.flag("detail", false);
-    s.last = r.flag("last", false);
-    out = s;
-  } else if (l->verb == "LEAVE") {
-    // why= is optional, and a value other than timeout is ignored like an unknown key.
-    out = leave{r.optional_str("why") == "timeout" ? "timeout" : ""};
-  } else if (l->verb == "HISTORY") {
-    history_req h;
-    std::string scope = r.optional_str("scope", "*");
-    if (scope != "*" && !valid_name(scope)) r.fail(fmt::format("scope={} is not a valid scope", scope));
-    h.scope = scope;
-    h.name = r.optional_str("name");
-    if (h.name.size() > max_name) r.fail("name= is longer than 128 bytes");
-    if (auto v = r.optional_str("last"); !v.empty()) {
-      auto n = to_uint<std::uint64_t>(v);
-      if (!n) r.fail(fmt::format("last={} is not a number", v));
-      h.last = n.value_or(0);
-    }
-    if (auto v = r.optional_str("from"); !v.empty()) {
-      auto n = to_uint<std::uint64_t>(v);
-      if (!n) r.fail(fmt::format("from={} is not a number", v));
-      h.from = n.value_or(0);
-    }
-    out = h;
-  } else if (l->verb == "PING") {
-    out = ping{};
-  } else if (l->verb == "AUTH") {
-    auth_req a{r.optional_str("proof"), r.optional_str("cred")};
-    if (a.proof.empty() && a.cred.empty()) r.fail("AUTH needs proof= or cred=");
-    out = a;
-  } else {
-    return request_error{error_kind::badrequest,
-                         fmt::format("unknown request '{}'; see docs/protocol.md", l->verb.substr(0, 32))};
+  for (auto [verb, parse] : request_parsers) {
+    if (l->verb != verb) continue;
+    reader r(*l);
+    request out = parse(r, *l);
+    if (!r.ok()) return request_error{error_kind::badrequest, r.error()};
+    return out;
   }
-  if (!r.ok()) return request_error{error_kind::badrequest, r.error()};
-  return out;
+  return request_error{error_kind::badrequest,
+                       fmt::format("unknown request '{}'; see docs/protocol.md", l->verb.substr(0, 32))};
 }
 
 std::string format_request(const request& req) {
