@@ -621,6 +621,28 @@ void format_status(const status_reply& m, std::string& out) {
   }
   out += "END\n";
 }
+
+/// A HISTORY page: its lines as they are, then HEND.
+void format_history(const history_page& m, std::string& out) {
+  for (const auto& hl : m.lines) {
+    out += hl;
+    out += '\n';
+  }
+  out += m.next ? fmt::format("HEND next={}\n", *m.next) : std::string("HEND\n");
+}
+
+/// An ERR line. The kind is a bare word after the verb: "ERR CONFLICT :text".
+void format_error(const error_reply& m, std::string& out) {
+  std::string s = fmt::format("ERR {}", to_string(m.kind));
+  if (!m.text.empty()) {
+    std::string text = m.text.substr(0, max_text);
+    // Error texts may quote what a client sent: keep the line a valid protocol line.
+    for (char& ch : text)
+      if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = '?';
+    s += " :" + text;
+  }
+  out += s + "\n";
+}
 }  // namespace
 
 std::string format_reply(const reply& rep) {
@@ -680,24 +702,10 @@ std::string format_reply(const reply& rep) {
         } else if constexpr (std::is_same_v<T, pong>) {
           l.verb = "PONG";
         } else if constexpr (std::is_same_v<T, history_page>) {
-          for (const auto& hl : m.lines) {
-            out += hl;
-            out += '\n';
-          }
-          out += m.next ? fmt::format("HEND next={}\n", *m.next) : std::string("HEND\n");
+          format_history(m, out);
           return;
         } else if constexpr (std::is_same_v<T, error_reply>) {
-          l.verb = "ERR";
-          // The kind is a bare word after the verb: "ERR CONFLICT :text".
-          std::string s = fmt::format("ERR {}", to_string(m.kind));
-          if (!m.text.empty()) {
-            std::string text = m.text.substr(0, max_text);
-            // Error texts may quote what a client sent: keep the line a valid protocol line.
-            for (char& ch : text)
-              if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = '?';
-            s += " :" + text;
-          }
-          out += s + "\n";
+          format_error(m, out);
           return;
         } else if constexpr (std::is_same_v<T, status_reply>) {
           format_status(m, out);
