@@ -830,17 +830,89 @@ std::size_t reply_reader::cost(std::string_view raw) {
   return raw.size() + 1 + record;
 }
 
+namespace {
+/// An ERR line, read before the key=value parser: its kind is a bare word.
+error_reply read_error(std::string_view raw) {
+  std::string_view rest = raw.size() > 4 ? raw.substr(4) : std::string_view{};
+  std::string_view kind = rest.substr(0, rest.find(' '));
+  std::string text;
+  auto colon = rest.find(" :");
+  if (colon != std::string_view::npos) text = std::string(rest.substr(colon + 2));
+  auto k = parse_error_kind(kind);
+  return error_reply{k.value_or(error_kind::badrequest), text.empty() ? std::string(rest) : text};
+}
+
+/// One line of a HISTORY page (raw, parsed as l, read by r), added to page: the page at its HEND.
+std::optional<reply> read_history_line(std::optional<history_page>& page, std::string_view raw, const line& l,
+                                       reader& r) {
+  const std::string& verb = l.verb;
+  if (!page) page = history_page{};
+  if (verb == "ROUND" || verb == "ARR") {
+    page->lines.emplace_back(raw);  // "ROUND" or "ARR" alone: round_parser says why it is bad
+  } else if (verb == "HEND") {
+    if (l.get("next")) page->next = r.u64("next");
+    std::optional<reply> out = std::move(*page);
+    page.reset();
+    return out;
+  } else {
+    r.fail(fmt::format("unexpected '{}' inside a HISTORY reply", verb.substr(0, 32)));
+  }
+  return std::nullopt;
+}
+
+/// A reply of one line (l, read by r), but ERR, STATUS and HISTORY.
+std::optional<reply> read_one_line_reply(const line& l, reader& r) {
+  auto name = [&] { return r.optional_str("name"); };
+  const std::string& verb = l.verb;
+  if (verb == "HELLO") {
+    hello_reply h;
+    h.version = opt_field(r, "v").value_or(0);
+    h.server = r.optional_str("server");
+    h.auth = r.optional_str("auth", "none");
+    h.nonce = r.optional_str("nonce");
+    h.proof = r.optional_str("proof");
+    h.cred = r.optional_str("cred");
+    h.store = r.optional_str("store");
+    return h;
+  } else if (verb == "WAITING") {
+    return waiting{name(), r.u64("gen"), opt_field(r, "arrived").value_or(0), opt_field(r, "n")};
+  } else if (verb == "RELEASE") {
+    release rel;
+    rel.name = name();
+    rel.gen = r.u64("gen");
+    auto v = parse_verdict(r.optional_str("verdict"));
+    if (!v) r.fail("RELEASE without a valid verdict");
+    rel.v = v.value_or(verdict::continue_);
+    rel.delivered = opt_field(r, "delivered");
+    rel.message = l.text.value_or("");
+    return rel;
+  } else if (verb == "ALLHERE") {
+    return all_here{name(), r.u64("gen"), opt_field(r, "arrived").value_or(0), opt_field(r, "n").value_or(0)};
+  } else if (verb == "ABORTED") {
+    return aborted{name(), r.u64("gen"), opt_field(r, "notified"), l.text.value_or("")};
+  } else if (verb == "DECIDED") {
+    decided d;
+    d.name = name();
+    d.gen = r.u64("gen");
+    d.v = parse_verdict(r.optional_str("verdict")).value_or(verdict::none);
+    d.arrived = opt_field(r, "arrived").value_or(0);
+    d.n = opt_field(r, "n");
+    return d;
+  } else if (verb == "LEFT") {
+    return left{name(), r.u64("gen")};
+  } else if (verb == "SHUTDOWN") {
+    return shutdown{l.text.value_or("")};
+  } else if (verb == "PONG") {
+    return pong{};
+  }
+  r.fail(fmt::format("unknown reply '{}'", verb.substr(0, 32)));
+  return std::nullopt;
+}
+}  // namespace
+
 std::optional<reply> reply_reader::read(std::string_view raw, std::string& error) {
   // ERR lines have a bare kind word: handle before the key=value parser.
-  if (raw.starts_with("ERR ") || raw == "ERR") {
-    std::string_view rest = raw.size() > 4 ? raw.substr(4) : std::string_view{};
-    std::string_view kind = rest.substr(0, rest.find(' '));
-    std::string text;
-    auto colon = rest.find(" :");
-    if (colon != std::string_view::npos) text = std::string(rest.substr(colon + 2));
-    auto k = parse_error_kind(kind);
-    return error_reply{k.value_or(error_kind::badrequest), text.empty() ? std::string(rest) : text};
-  }
+  if (raw.starts_with("ERR ") || raw == "ERR") return read_error(raw);
   if ((history_ || raw.starts_with("ROUND ")) && (raw.starts_with("ROUND ") || raw.starts_with("ARR "))) {
     // A HISTORY page's lines are kept as they came: hist::round_parser checks
     // them, and a bad one costs its round, not the whole reply.
@@ -851,21 +923,11 @@ std::optional<reply> reply_reader::read(std::string_view raw, std::string& error
   auto l = parse_line(raw, error);
   if (!l) return std::nullopt;
   reader r(*l);
-  auto name = [&] { return r.optional_str("name"); };
   std::optional<reply> out;
   const std::string& verb = l->verb;
   if (history_ || verb == "ROUND" || verb == "HEND") {
     // A HISTORY page: its lines are kept as they came, for hist::round_parser.
-    if (!history_) history_ = history_page{};
-    if (verb == "ROUND" || verb == "ARR") {
-      history_->lines.emplace_back(raw);  // "ROUND" or "ARR" alone: round_parser says why it is bad
-    } else if (verb == "HEND") {
-      if (l->get("next")) history_->next = r.u64("next");
-      out = std::move(*history_);
-      history_.reset();
-    } else {
-      r.fail(fmt::format("unexpected '{}' inside a HISTORY reply", verb.substr(0, 32)));
-    }
+    out = read_history_line(history_, raw, *l, r);
   } else if (status_) {
     if (read_status_line(*status_, *l, r)) {
       out = std::move(*status_);
@@ -876,48 +938,8 @@ std::optional<reply> reply_reader::read(std::string_view raw, std::string& error
     return read(raw, error);
   } else if (verb == "END") {
     out = status_reply{};
-  } else if (verb == "HELLO") {
-    hello_reply h;
-    h.version = opt_field(r, "v").value_or(0);
-    h.server = r.optional_str("server");
-    h.auth = r.optional_str("auth", "none");
-    h.nonce = r.optional_str("nonce");
-    h.proof = r.optional_str("proof");
-    h.cred = r.optional_str("cred");
-    h.store = r.optional_str("store");
-    out = h;
-  } else if (verb == "WAITING") {
-    out = waiting{name(), r.u64("gen"), opt_field(r, "arrived").value_or(0), opt_field(r, "n")};
-  } else if (verb == "RELEASE") {
-    release rel;
-    rel.name = name();
-    rel.gen = r.u64("gen");
-    auto v = parse_verdict(r.optional_str("verdict"));
-    if (!v) r.fail("RELEASE without a valid verdict");
-    rel.v = v.value_or(verdict::continue_);
-    rel.delivered = opt_field(r, "delivered");
-    rel.message = l->text.value_or("");
-    out = rel;
-  } else if (verb == "ALLHERE") {
-    out = all_here{name(), r.u64("gen"), opt_field(r, "arrived").value_or(0), opt_field(r, "n").value_or(0)};
-  } else if (verb == "ABORTED") {
-    out = aborted{name(), r.u64("gen"), opt_field(r, "notified"), l->text.value_or("")};
-  } else if (verb == "DECIDED") {
-    decided d;
-    d.name = name();
-    d.gen = r.u64("gen");
-    d.v = parse_verdict(r.optional_str("verdict")).value_or(verdict::none);
-    d.arrived = opt_field(r, "arrived").value_or(0);
-    d.n = opt_field(r, "n");
-    out = d;
-  } else if (verb == "LEFT") {
-    out = left{name(), r.u64("gen")};
-  } else if (verb == "SHUTDOWN") {
-    out = shutdown{l->text.value_or("")};
-  } else if (verb == "PONG") {
-    out = pong{};
   } else {
-    r.fail(fmt::format("unknown reply '{}'", verb.substr(0, 32)));
+    out = read_one_line_reply(*l, r);
   }
   if (!r.ok()) {
     error = r.error();
