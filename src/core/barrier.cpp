@@ -407,79 +407,26 @@ void barrier_set::deliver_verdict(barrier& b, round& r, verdict v, const std::st
   }
 }
 
+namespace {
+/// Replies ERR (kind k) to connection c.
+void reply_error(output& out, conn_id c, proto::error_kind k, std::string text) {
+  out.sends.push_back({c, proto::error_reply{k, std::move(text)}});
+}
+}  // namespace
+
 void barrier_set::decide(conn_id c, const proto::decide& d, const peer_info& p, millis now, output& out) {
-  auto error = [&](proto::error_kind k, std::string text) {
-    out.sends.push_back({c, proto::error_reply{k, std::move(text)}});
-  };
   std::string by = fmt::format("{} pid {}", p.host, p.pid);
   if (auto w = where_.find(c); w != where_.end() && w->second.member) {
     // The chief of `wait --decide-by` gives its verdict on the connection it arrived with.
-    const key* k = w->second.k;
-    barrier& b = barriers_.at(*k);
-    auto g = b.gathered.find(w->second.gen);
-    member* m = nullptr;
-    if (g != b.gathered.end()) {
-      auto mit = g->second.members.find(c);
-      if (mit != g->second.members.end() && mit->second.decides && g->second.v == verdict::none) m = &mit->second;
-    }
-    if (!m) {
-      error(proto::error_kind::badrequest, "this connection waits in a round and decides none: a DECIDE after "
-                                           "ARRIVE needs ARRIVE decide=1, and all present");
-      return;
-    }
-    if (!d.name.empty() && d.name != b.name) {
-      error(proto::error_kind::conflict, fmt::format("this connection is the chief of barrier {}, not of {}",
-                                                     b.name, d.name));
-      return;
-    }
-    round& r = g->second;
-    b.last_activity = now;
-    m->durable = true;  // its verdict is given: it is counted for good, and told the release
-    m->wants_release = true;
-    deliver_verdict(b, r, d.v, d.message, by, m->id, c, false, out);
-    r.decider_ids.pop_back();  // the chief's own id is a member's, already remembered
-    release(b, r, now, out);
-    b.gathered.erase(g);
+    decide_as_member(c, w->second, d, by, now, out);
     return;
   }
-  barrier* bp = nullptr;
-  if (d.name.empty()) {
-    // Pick the one round of this scope that awaits a verdict, else the one open round.
-    std::vector<barrier*> awaiting, open;
-    for (auto& [k, b] : barriers_) {
-      if (k.first != d.scope || b.aborted) continue;
-      bool awaits = std::any_of(b.gathered.begin(), b.gathered.end(),
-                                [](const auto& g) { return g.second.v == verdict::none; });
-      if (awaits || (b.open.chief && b.open.v == verdict::none)) awaiting.push_back(&b);
-      else if (!b.open.members.empty() && b.open.v == verdict::none) open.push_back(&b);
-    }
-    auto& pick = awaiting.empty() ? open : awaiting;
-    if (pick.size() != 1) {
-      std::string names;
-      for (barrier* b : pick) names += (names.empty() ? "" : ", ") + b->name;
-      if (pick.empty())
-        error(proto::error_kind::ambiguous,
-              fmt::format("no barrier of scope {} awaits a verdict or has an open round; give --name NAME", d.scope));
-      else if (!awaiting.empty())
-        error(proto::error_kind::ambiguous,
-              fmt::format("{} barriers of scope {} await a verdict ({}); give --name NAME", pick.size(), d.scope,
-                          names));
-      else
-        error(proto::error_kind::ambiguous,
-              fmt::format("none awaits a verdict, and {} barriers of scope {} have an open round ({}); give --name NAME",
-                          pick.size(), d.scope, names));
-      return;
-    }
-    bp = pick.front();
-    bp->last_activity = now;
-  } else {
-    if (!make_room(c, d.scope, d.name, now, out)) return;
-    bp = &get(d.scope, d.name, now);
-  }
+  barrier* bp = decided_barrier(c, d, now, out);
+  if (!bp) return;
   barrier& b = *bp;
   if (b.aborted) {
-    error(proto::error_kind::aborted,
-          fmt::format("barrier {} was aborted{}{}", b.name, b.abort_reason.empty() ? "" : ": ", b.abort_reason));
+    reply_error(out, c, proto::error_kind::aborted,
+                fmt::format("barrier {} was aborted{}{}", b.name, b.abort_reason.empty() ? "" : ": ", b.abort_reason));
     return;
   }
   if (rejoin(b, c, d.id, true, p, out)) return;
@@ -494,37 +441,115 @@ void barrier_set::decide(conn_id c, const proto::decide& d, const peer_info& p, 
   }
   round& r = b.open;
   if (r.v != verdict::none) {
-    if (r.v != d.v || r.message != d.message)
-      error(proto::error_kind::conflict,
-            r.v != d.v ? fmt::format("barrier {} round {} already has the verdict {} (from {}); you sent {}", b.name,
-                                     r.gen, proto::to_string(r.v), r.verdict_by, proto::to_string(d.v))
-                       : fmt::format("barrier {} round {} already has the verdict {} (from {}) with another message",
-                                     b.name, r.gen, proto::to_string(r.v), r.verdict_by));
-    else {
-      // The same verdict again (a retry): acknowledge it, and remember the decider
-      // like any other, so that coming back after the release it is told the outcome.
-      if (std::find(r.decider_ids.begin(), r.decider_ids.end(), d.id) == r.decider_ids.end())
-        r.decider_ids.push_back(d.id);
-      out.sends.push_back(
-          {c, proto::decided{b.name, r.gen, r.v, static_cast<std::uint32_t>(r.members.size()), r.n}});
-      if (d.wait) {
-        r.deciders.push_back(c);
-        where_[c] = location{&barriers_.find(key{b.scope, b.name})->first, r.gen, false};
-      }
-    }
+    decide_again(b, r, c, d, out);
     return;
   }
   if (r.chief) {
     // The chief waits (wait --chief); this verdict is given in advance.
     if (d.n && r.n && *d.n != *r.n) {
-      error(proto::error_kind::conflict, fmt::format("barrier {} round {} has n={} (set by {}); you asked for n={}",
-                                                     b.name, r.gen, *r.n, r.n_by, *d.n));
+      reply_error(out, c, proto::error_kind::conflict,
+                  fmt::format("barrier {} round {} has n={} (set by {}); you asked for n={}", b.name, r.gen, *r.n,
+                              r.n_by, *d.n));
       return;
     }
     deliver_verdict(b, r, d.v, d.message, by, d.id, c, d.wait, out);
     return;
   }
   // No chief yet: this DECIDE is the chief's arrival, with its verdict.
+  decide_on_arrival(b, c, d, p, by, now, out);
+}
+
+void barrier_set::decide_as_member(conn_id c, location at, const proto::decide& d, const std::string& by, millis now,
+                                   output& out) {
+  barrier& b = barriers_.at(*at.k);
+  auto g = b.gathered.find(at.gen);
+  member* m = nullptr;
+  if (g != b.gathered.end()) {
+    auto mit = g->second.members.find(c);
+    if (mit != g->second.members.end() && mit->second.decides && g->second.v == verdict::none) m = &mit->second;
+  }
+  if (!m) {
+    reply_error(out, c, proto::error_kind::badrequest,
+                "this connection waits in a round and decides none: a DECIDE after "
+                "ARRIVE needs ARRIVE decide=1, and all present");
+    return;
+  }
+  if (!d.name.empty() && d.name != b.name) {
+    reply_error(out, c, proto::error_kind::conflict,
+                fmt::format("this connection is the chief of barrier {}, not of {}", b.name, d.name));
+    return;
+  }
+  round& r = g->second;
+  b.last_activity = now;
+  m->durable = true;  // its verdict is given: it is counted for good, and told the release
+  m->wants_release = true;
+  deliver_verdict(b, r, d.v, d.message, by, m->id, c, false, out);
+  r.decider_ids.pop_back();  // the chief's own id is a member's, already remembered
+  release(b, r, now, out);
+  b.gathered.erase(g);
+}
+
+barrier_set::barrier* barrier_set::decided_barrier(conn_id c, const proto::decide& d, millis now, output& out) {
+  if (!d.name.empty()) {
+    if (!make_room(c, d.scope, d.name, now, out)) return nullptr;
+    return &get(d.scope, d.name, now);
+  }
+  // Pick the one round of this scope that awaits a verdict, else the one open round.
+  std::vector<barrier*> awaiting, open;
+  for (auto& [k, b] : barriers_) {
+    if (k.first != d.scope || b.aborted) continue;
+    bool awaits = std::any_of(b.gathered.begin(), b.gathered.end(),
+                              [](const auto& g) { return g.second.v == verdict::none; });
+    if (awaits || (b.open.chief && b.open.v == verdict::none)) awaiting.push_back(&b);
+    else if (!b.open.members.empty() && b.open.v == verdict::none) open.push_back(&b);
+  }
+  auto& pick = awaiting.empty() ? open : awaiting;
+  if (pick.size() != 1) {
+    std::string names;
+    for (barrier* b : pick) names += (names.empty() ? "" : ", ") + b->name;
+    if (pick.empty())
+      reply_error(out, c, proto::error_kind::ambiguous,
+                  fmt::format("no barrier of scope {} awaits a verdict or has an open round; give --name NAME",
+                              d.scope));
+    else if (!awaiting.empty())
+      reply_error(out, c, proto::error_kind::ambiguous,
+                  fmt::format("{} barriers of scope {} await a verdict ({}); give --name NAME", pick.size(), d.scope,
+                              names));
+    else
+      reply_error(out, c, proto::error_kind::ambiguous,
+                  fmt::format("none awaits a verdict, and {} barriers of scope {} have an open round ({}); give "
+                              "--name NAME",
+                              pick.size(), d.scope, names));
+    return nullptr;
+  }
+  pick.front()->last_activity = now;
+  return pick.front();
+}
+
+void barrier_set::decide_again(barrier& b, round& r, conn_id c, const proto::decide& d, output& out) {
+  if (r.v != d.v || r.message != d.message) {
+    reply_error(out, c, proto::error_kind::conflict,
+                r.v != d.v ? fmt::format("barrier {} round {} already has the verdict {} (from {}); you sent {}",
+                                         b.name, r.gen, proto::to_string(r.v), r.verdict_by, proto::to_string(d.v))
+                           : fmt::format("barrier {} round {} already has the verdict {} (from {}) with another "
+                                         "message",
+                                         b.name, r.gen, proto::to_string(r.v), r.verdict_by));
+    return;
+  }
+  // The same verdict again (a retry): acknowledge it, and remember the decider
+  // like any other, so that coming back after the release it is told the outcome.
+  if (std::find(r.decider_ids.begin(), r.decider_ids.end(), d.id) == r.decider_ids.end())
+    r.decider_ids.push_back(d.id);
+  out.sends.push_back({c, proto::decided{b.name, r.gen, r.v, static_cast<std::uint32_t>(r.members.size()), r.n}});
+  if (d.wait) {
+    r.deciders.push_back(c);
+    where_[c] = location{&barriers_.find(key{b.scope, b.name})->first, r.gen, false};
+  }
+}
+
+void barrier_set::decide_on_arrival(barrier& b, conn_id c, const proto::decide& d, const peer_info& p,
+                                    const std::string& by, millis now, output& out) {
+  round& r = b.open;
   if (!check_join(b, c, d.n, d.rank, true, p, out)) return;
   if (!r.n) {
     r.n = d.n;
@@ -808,89 +833,15 @@ proto::status_reply barrier_set::status(const proto::status_req& s, millis now) 
 void barrier_set::restore(const journal_entry& e, millis now) {
   barrier& b = get(e.scope, e.name, now);
   switch (e.what) {
-    case journal_entry::kind::release: {
-      finished f{e.gen, e.v, e.message, e.ids};
-      std::sort(f.ids.begin(), f.ids.end());
-      b.recent.push_front(std::move(f));
-      if (b.recent.size() > max_recent_rounds) b.recent.pop_back();
-      b.gathered.erase(e.gen);  // an older round may still wait for its verdict
-      if (b.open.gen <= e.gen) {
-        b.open = round{};
-        b.open.gen = e.gen + 1;
-        b.open.opened = now;
-      }
+    case journal_entry::kind::release:
+      restore_release(b, e, now);
       break;
-    }
-    case journal_entry::kind::verdict: {
-      if (b.open.gen > e.gen) break;  // already released
-      if (b.open.gen < e.gen && b.open.members.empty()) b.open.gen = e.gen;
-      round& r = b.open;
-      r.v = e.v;
-      r.message = e.message;
-      r.verdict_by = "the journal";
-      if (!r.n) r.n = e.n;
-      if (r.n_by.empty()) r.n_by = "the chief (restored from the journal)";
-      if (e.chief_arrival && !r.by_id.count(e.id)) {
-        member m;
-        m.rank = e.rank;
-        m.host = e.host;
-        m.pid = e.pid;
-        m.id = e.id;
-        m.chief = true;
-        m.durable = true;
-        m.connected = false;
-        conn_id c = restored_conn_base + next_restored_++;
-        first_arrival(r, now);
-        if (m.rank) r.by_rank.emplace(*m.rank, c);
-        r.chief = c;
-        r.by_id[m.id] = c;
-        m.since = now;
-        r.members.emplace(c, std::move(m));
-      } else if (!e.chief_arrival) {
-        r.decider_ids.push_back(e.id);
-      }
+    case journal_entry::kind::verdict:
+      restore_verdict(b, e, now);
       break;
-    }
-    case journal_entry::kind::gathered: {
-      // A later round may have released while this one waited for its verdict, so only
-      // a release of this very round (or this entry twice) makes the entry stale.
-      bool released = std::any_of(b.recent.begin(), b.recent.end(), [&](const finished& f) { return f.gen == e.gen; });
-      if (released || b.gathered.count(e.gen)) break;
-      round r;
-      r.gen = e.gen;
-      r.n = e.n;
-      r.n_by = "the round's members (restored from the journal)";
-      r.gathered = true;
-      r.opened = now;
-      if (e.within) {  // the chief's decide deadline, in full again from the restart
-        r.within = *e.within;
-        r.deadline = now + r.within;
-      }
-      for (std::size_t i = 0; i < e.ids.size(); ++i) {
-        member m;
-        m.id = e.ids[i];
-        m.rank = i < e.ranks.size() ? e.ranks[i] : std::nullopt;
-        m.connected = false;
-        m.since = now;
-        if (m.id == e.id) {
-          m.chief = true;
-          m.host = e.host;
-          m.pid = e.pid;
-        }
-        conn_id c = restored_conn_base + next_restored_++;
-        if (m.chief) r.chief = c;
-        if (m.rank) r.by_rank.emplace(*m.rank, c);
-        r.by_id[m.id] = c;
-        r.members.emplace(c, std::move(m));
-      }
-      b.gathered.emplace(e.gen, std::move(r));
-      if (b.open.gen <= e.gen) {
-        b.open = round{};
-        b.open.gen = e.gen + 1;
-        b.open.opened = now;
-      }
+    case journal_entry::kind::gathered:
+      restore_gathered(b, e, now);
       break;
-    }
     case journal_entry::kind::abort:
       b.aborted = true;
       b.aborted_gen = e.gen;
@@ -899,6 +850,89 @@ void barrier_set::restore(const journal_entry& e, millis now) {
       b.open.gen = e.gen;
       b.gathered.clear();
       break;
+  }
+}
+
+void barrier_set::restore_release(barrier& b, const journal_entry& e, millis now) {
+  finished f{e.gen, e.v, e.message, e.ids};
+  std::sort(f.ids.begin(), f.ids.end());
+  b.recent.push_front(std::move(f));
+  if (b.recent.size() > max_recent_rounds) b.recent.pop_back();
+  b.gathered.erase(e.gen);  // an older round may still wait for its verdict
+  if (b.open.gen <= e.gen) {
+    b.open = round{};
+    b.open.gen = e.gen + 1;
+    b.open.opened = now;
+  }
+}
+
+void barrier_set::restore_verdict(barrier& b, const journal_entry& e, millis now) {
+  if (b.open.gen > e.gen) return;  // already released
+  if (b.open.gen < e.gen && b.open.members.empty()) b.open.gen = e.gen;
+  round& r = b.open;
+  r.v = e.v;
+  r.message = e.message;
+  r.verdict_by = "the journal";
+  if (!r.n) r.n = e.n;
+  if (r.n_by.empty()) r.n_by = "the chief (restored from the journal)";
+  if (e.chief_arrival && !r.by_id.count(e.id)) {
+    member m;
+    m.rank = e.rank;
+    m.host = e.host;
+    m.pid = e.pid;
+    m.id = e.id;
+    m.chief = true;
+    m.durable = true;
+    m.connected = false;
+    conn_id c = restored_conn_base + next_restored_++;
+    first_arrival(r, now);
+    if (m.rank) r.by_rank.emplace(*m.rank, c);
+    r.chief = c;
+    r.by_id[m.id] = c;
+    m.since = now;
+    r.members.emplace(c, std::move(m));
+  } else if (!e.chief_arrival) {
+    r.decider_ids.push_back(e.id);
+  }
+}
+
+void barrier_set::restore_gathered(barrier& b, const journal_entry& e, millis now) {
+  // A later round may have released while this one waited for its verdict, so only
+  // a release of this very round (or this entry twice) makes the entry stale.
+  bool released = std::any_of(b.recent.begin(), b.recent.end(), [&](const finished& f) { return f.gen == e.gen; });
+  if (released || b.gathered.count(e.gen)) return;
+  round r;
+  r.gen = e.gen;
+  r.n = e.n;
+  r.n_by = "the round's members (restored from the journal)";
+  r.gathered = true;
+  r.opened = now;
+  if (e.within) {  // the chief's decide deadline, in full again from the restart
+    r.within = *e.within;
+    r.deadline = now + r.within;
+  }
+  for (std::size_t i = 0; i < e.ids.size(); ++i) {
+    member m;
+    m.id = e.ids[i];
+    m.rank = i < e.ranks.size() ? e.ranks[i] : std::nullopt;
+    m.connected = false;
+    m.since = now;
+    if (m.id == e.id) {
+      m.chief = true;
+      m.host = e.host;
+      m.pid = e.pid;
+    }
+    conn_id c = restored_conn_base + next_restored_++;
+    if (m.chief) r.chief = c;
+    if (m.rank) r.by_rank.emplace(*m.rank, c);
+    r.by_id[m.id] = c;
+    r.members.emplace(c, std::move(m));
+  }
+  b.gathered.emplace(e.gen, std::move(r));
+  if (b.open.gen <= e.gen) {
+    b.open = round{};
+    b.open.gen = e.gen + 1;
+    b.open.opened = now;
   }
 }
 

@@ -285,6 +285,21 @@ class barrier_set {
                        output& out);
   bool rejoin(barrier& b, conn_id c, const std::string& id, bool is_decide, const peer_info& p, output& out,
               bool decides = false);
+  /// DECIDE from the chief of `wait --decide-by` (at: where it waits), on the connection it arrived with.
+  void decide_as_member(conn_id c, location at, const proto::decide& d, const std::string& by, millis now,
+                        output& out);
+  /// The barrier a DECIDE is for: the named one, or the one of its scope that awaits a verdict, else the one
+  /// with an open round. Nullptr (after replying ERR to c) when there is none or more than one.
+  barrier* decided_barrier(conn_id c, const proto::decide& d, millis now, output& out);
+  /// DECIDE on an open round that has its verdict already: a retry is acknowledged, another verdict refused.
+  void decide_again(barrier& b, round& r, conn_id c, const proto::decide& d, output& out);
+  /// DECIDE on an open round without a chief: the chief's arrival, with its verdict.
+  void decide_on_arrival(barrier& b, conn_id c, const proto::decide& d, const peer_info& p, const std::string& by,
+                         millis now, output& out);
+  /// restore() of each kind of journal entry but an abort.
+  static void restore_release(barrier& b, const journal_entry& e, millis now);
+  void restore_verdict(barrier& b, const journal_entry& e, millis now);
+  void restore_gathered(barrier& b, const journal_entry& e, millis now);
   void move_member(round& r, conn_id from, conn_id to, const key* k);
   bool check_join(barrier& b, conn_id c, const std::optional<std::uint32_t>& n,
                   const std::optional<std::uint32_t>& rank, bool chief, const peer_info& p, output& out);

@@ -313,6 +313,124 @@ bool closes_connection(error_kind k) {
   }
 }
 
+namespace {
+// One parser per request verb: its fields into the request, the first problem into r.
+request parse_hello(reader& r, const line&) {
+  hello h;
+  std::string v = r.required("v");
+  if (r.ok()) {
+    auto n = to_uint<std::uint32_t>(v);
+    if (!n) r.fail(fmt::format("v={} is not a protocol version", v));
+    h.version = n.value_or(0);
+  }
+  h.host = r.optional_str("host", "?");
+  if (auto pid = r.optional_u32("pid", 0, 0x7fffffff)) h.pid = *pid;
+  if (auto ka = r.optional_u32("keepalive", 0, 3'600'000)) h.keepalive_ms = *ka;
+  h.nonce = r.optional_str("nonce");
+  return h;
+}
+
+request parse_arrive(reader& r, const line&) {
+  arrive a;
+  a.name = check_name(r, "name", false);
+  a.scope = check_name(r, "scope", false);
+  a.id = r.required("id");
+  if (r.ok() && !valid_id(a.id)) r.fail(fmt::format("id={} is not 1-64 letters and digits", a.id));
+  a.n = r.optional_u32("n", 1, max_n);
+  a.rank = r.optional_u32("rank", 0, max_n - 1);
+  a.chief = r.flag("chief", false);
+  a.decide = r.flag("decide", false);
+  a.within_ms = r.optional_u32("within", 1, max_within_ms);
+  if (r.ok() && (a.decide || a.within_ms) && !a.chief)
+    r.fail(fmt::format("{} is for the chief: it needs chief=1", a.decide ? "decide=1" : "within"));
+  if (r.ok() && a.n && a.rank && *a.rank >= *a.n)
+    r.fail(fmt::format("rank={} is not below n={}", *a.rank, *a.n));
+  return a;
+}
+
+request parse_decide(reader& r, const line& l) {
+  decide d;
+  d.name = check_name(r, "name", true);
+  d.scope = check_name(r, "scope", false);
+  d.id = r.required("id");
+  if (r.ok() && !valid_id(d.id)) r.fail(fmt::format("id={} is not 1-64 letters and digits", d.id));
+  std::string v = r.required("verdict");
+  if (r.ok()) {
+    auto pv = parse_verdict(v);
+    if (!pv) r.fail(fmt::format("verdict={} must be continue or stop", v));
+    d.v = pv.value_or(verdict::none);
+  }
+  d.n = r.optional_u32("n", 1, max_n);
+  d.rank = r.optional_u32("rank", 0, max_n - 1);
+  if (r.ok() && d.n && d.rank && *d.rank >= *d.n)
+    r.fail(fmt::format("rank={} is not below n={}", *d.rank, *d.n));
+  d.wait = r.flag("wait", true);
+  d.message = l.text.value_or("");
+  return d;
+}
+
+request parse_abort(reader& r, const line& l) {
+  abort_req a;
+  a.scope = check_name(r, "scope", false);
+  a.name = check_name(r, "name", false);
+  a.reason = l.text.value_or("");
+  return a;
+}
+
+request parse_status(reader& r, const line&) {
+  status_req s;
+  std::string scope = r.optional_str("scope", "*");
+  if (scope != "*" && !valid_name(scope)) r.fail(fmt::format("scope={} is not a valid scope", scope));
+  s.scope = scope;
+  s.name = r.optional_str("name");
+  if (!s.name.empty() && !valid_name(s.name)) r.fail(fmt::format("name={} is not a valid name", s.name));
+  s.detail = r.flag("detail", false);
+  s.last = r.flag("last", false);
+  return s;
+}
+
+request parse_leave(reader& r, const line&) {
+  // why= is optional, and a value other than timeout is ignored like an unknown key.
+  return leave{r.optional_str("why") == "timeout" ? "timeout" : ""};
+}
+
+request parse_history(reader& r, const line&) {
+  history_req h;
+  std::string scope = r.optional_str("scope", "*");
+  if (scope != "*" && !valid_name(scope)) r.fail(fmt::format("scope={} is not a valid scope", scope));
+  h.scope = scope;
+  h.name = r.optional_str("name");
+  if (h.name.size() > max_name) r.fail("name= is longer than 128 bytes");
+  if (auto v = r.optional_str("last"); !v.empty()) {
+    auto n = to_uint<std::uint64_t>(v);
+    if (!n) r.fail(fmt::format("last={} is not a number", v));
+    h.last = n.value_or(0);
+  }
+  if (auto v = r.optional_str("from"); !v.empty()) {
+    auto n = to_uint<std::uint64_t>(v);
+    if (!n) r.fail(fmt::format("from={} is not a number", v));
+    h.from = n.value_or(0);
+  }
+  return h;
+}
+
+request parse_ping(reader&, const line&) { return ping{}; }
+
+request parse_auth(reader& r, const line&) {
+  auth_req a{r.optional_str("proof"), r.optional_str("cred")};
+  if (a.proof.empty() && a.cred.empty()) r.fail("AUTH needs proof= or cred=");
+  return a;
+}
+
+using request_parser = request (*)(reader& r, const line& l);
+
+constexpr std::pair<std::string_view, request_parser> request_parsers[] = {
+    {"HELLO", parse_hello},   {"ARRIVE", parse_arrive}, {"DECIDE", parse_decide},   {"ABORT", parse_abort},
+    {"STATUS", parse_status}, {"LEAVE", parse_leave},   {"HISTORY", parse_history}, {"PING", parse_ping},
+    {"AUTH", parse_auth},
+};
+}  // namespace
+
 std::variant<request, request_error> parse_request(std::string_view raw) {
   std::string err;
   auto l = parse_line(raw, err);
@@ -320,105 +438,15 @@ std::variant<request, request_error> parse_request(std::string_view raw) {
     if (raw.size() + 1 > max_line) return request_error{error_kind::toolong, err};
     return request_error{error_kind::badrequest, err};
   }
-  reader r(*l);
-  request out;
-  if (l->verb == "HELLO") {
-    hello h;
-    std::string v = r.required("v");
-    if (r.ok()) {
-      auto n = to_uint<std::uint32_t>(v);
-      if (!n) r.fail(fmt::format("v={} is not a protocol version", v));
-      h.version = n.value_or(0);
-    }
-    h.host = r.optional_str("host", "?");
-    if (auto pid = r.optional_u32("pid", 0, 0x7fffffff)) h.pid = *pid;
-    if (auto ka = r.optional_u32("keepalive", 0, 3'600'000)) h.keepalive_ms = *ka;
-    h.nonce = r.optional_str("nonce");
-    out = h;
-  } else if (l->verb == "ARRIVE") {
-    arrive a;
-    a.name = check_name(r, "name", false);
-    a.scope = check_name(r, "scope", false);
-    a.id = r.required("id");
-    if (r.ok() && !valid_id(a.id)) r.fail(fmt::format("id={} is not 1-64 letters and digits", a.id));
-    a.n = r.optional_u32("n", 1, max_n);
-    a.rank = r.optional_u32("rank", 0, max_n - 1);
-    a.chief = r.flag("chief", false);
-    a.decide = r.flag("decide", false);
-    a.within_ms = r.optional_u32("within", 1, max_within_ms);
-    if (r.ok() && (a.decide || a.within_ms) && !a.chief)
-      r.fail(fmt::format("{} is for the chief: it needs chief=1", a.decide ? "decide=1" : "within"));
-    if (r.ok() && a.n && a.rank && *a.rank >= *a.n)
-      r.fail(fmt::format("rank={} is not below n={}", *a.rank, *a.n));
-    out = a;
-  } else if (l->verb == "DECIDE") {
-    decide d;
-    d.name = check_name(r, "name", true);
-    d.scope = check_name(r, "scope", false);
-    d.id = r.required("id");
-    if (r.ok() && !valid_id(d.id)) r.fail(fmt::format("id={} is not 1-64 letters and digits", d.id));
-    std::string v = r.required("verdict");
-    if (r.ok()) {
-      auto pv = parse_verdict(v);
-      if (!pv) r.fail(fmt::format("verdict={} must be continue or stop", v));
-      d.v = pv.value_or(verdict::none);
-    }
-    d.n = r.optional_u32("n", 1, max_n);
-    d.rank = r.optional_u32("rank", 0, max_n - 1);
-    if (r.ok() && d.n && d.rank && *d.rank >= *d.n)
-      r.fail(fmt::format("rank={} is not below n={}", *d.rank, *d.n));
-    d.wait = r.flag("wait", true);
-    d.message = l->text.value_or("");
-    out = d;
-  } else if (l->verb == "ABORT") {
-    abort_req a;
-    a.scope = check_name(r, "scope", false);
-    a.name = check_name(r, "name", false);
-    a.reason = l->text.value_or("");
-    out = a;
-  } else if (l->verb == "STATUS") {
-    status_req s;
-    std::string scope = r.optional_str("scope", "*");
-    if (scope != "*" && !valid_name(scope)) r.fail(fmt::format("scope={} is not a valid scope", scope));
-    s.scope = scope;
-    s.name = r.optional_str("name");
-    if (!s.name.empty() && !valid_name(s.name)) r.fail(fmt::format("name={} is not a valid name", s.name));
-    s.detail = r.flag("detail", false);
-    s.last = r.flag("last", false);
-    out = s;
-  } else if (l->verb == "LEAVE") {
-    // why= is optional, and a value other than timeout is ignored like an unknown key.
-    out = leave{r.optional_str("why") == "timeout" ? "timeout" : ""};
-  } else if (l->verb == "HISTORY") {
-    history_req h;
-    std::string scope = r.optional_str("scope", "*");
-    if (scope != "*" && !valid_name(scope)) r.fail(fmt::format("scope={} is not a valid scope", scope));
-    h.scope = scope;
-    h.name = r.optional_str("name");
-    if (h.name.size() > max_name) r.fail("name= is longer than 128 bytes");
-    if (auto v = r.optional_str("last"); !v.empty()) {
-      auto n = to_uint<std::uint64_t>(v);
-      if (!n) r.fail(fmt::format("last={} is not a number", v));
-      h.last = n.value_or(0);
-    }
-    if (auto v = r.optional_str("from"); !v.empty()) {
-      auto n = to_uint<std::uint64_t>(v);
-      if (!n) r.fail(fmt::format("from={} is not a number", v));
-      h.from = n.value_or(0);
-    }
-    out = h;
-  } else if (l->verb == "PING") {
-    out = ping{};
-  } else if (l->verb == "AUTH") {
-    auth_req a{r.optional_str("proof"), r.optional_str("cred")};
-    if (a.proof.empty() && a.cred.empty()) r.fail("AUTH needs proof= or cred=");
-    out = a;
-  } else {
-    return request_error{error_kind::badrequest,
-                         fmt::format("unknown request '{}'; see docs/protocol.md", l->verb.substr(0, 32))};
+  for (auto [verb, parse] : request_parsers) {
+    if (l->verb != verb) continue;
+    reader r(*l);
+    request out = parse(r, *l);
+    if (!r.ok()) return request_error{error_kind::badrequest, r.error()};
+    return out;
   }
-  if (!r.ok()) return request_error{error_kind::badrequest, r.error()};
-  return out;
+  return request_error{error_kind::badrequest,
+                       fmt::format("unknown request '{}'; see docs/protocol.md", l->verb.substr(0, 32))};
 }
 
 std::string format_request(const request& req) {
@@ -593,6 +621,28 @@ void format_status(const status_reply& m, std::string& out) {
   }
   out += "END\n";
 }
+
+/// A HISTORY page: its lines as they are, then HEND.
+void format_history(const history_page& m, std::string& out) {
+  for (const auto& hl : m.lines) {
+    out += hl;
+    out += '\n';
+  }
+  out += m.next ? fmt::format("HEND next={}\n", *m.next) : std::string("HEND\n");
+}
+
+/// An ERR line. The kind is a bare word after the verb: "ERR CONFLICT :text".
+void format_error(const error_reply& m, std::string& out) {
+  std::string s = fmt::format("ERR {}", to_string(m.kind));
+  if (!m.text.empty()) {
+    std::string text = m.text.substr(0, max_text);
+    // Error texts may quote what a client sent: keep the line a valid protocol line.
+    for (char& ch : text)
+      if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = '?';
+    s += " :" + text;
+  }
+  out += s + "\n";
+}
 }  // namespace
 
 std::string format_reply(const reply& rep) {
@@ -652,24 +702,10 @@ std::string format_reply(const reply& rep) {
         } else if constexpr (std::is_same_v<T, pong>) {
           l.verb = "PONG";
         } else if constexpr (std::is_same_v<T, history_page>) {
-          for (const auto& hl : m.lines) {
-            out += hl;
-            out += '\n';
-          }
-          out += m.next ? fmt::format("HEND next={}\n", *m.next) : std::string("HEND\n");
+          format_history(m, out);
           return;
         } else if constexpr (std::is_same_v<T, error_reply>) {
-          l.verb = "ERR";
-          // The kind is a bare word after the verb: "ERR CONFLICT :text".
-          std::string s = fmt::format("ERR {}", to_string(m.kind));
-          if (!m.text.empty()) {
-            std::string text = m.text.substr(0, max_text);
-            // Error texts may quote what a client sent: keep the line a valid protocol line.
-            for (char& ch : text)
-              if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = '?';
-            s += " :" + text;
-          }
-          out += s + "\n";
+          format_error(m, out);
           return;
         } else if constexpr (std::is_same_v<T, status_reply>) {
           format_status(m, out);
@@ -794,17 +830,89 @@ std::size_t reply_reader::cost(std::string_view raw) {
   return raw.size() + 1 + record;
 }
 
+namespace {
+/// An ERR line, read before the key=value parser: its kind is a bare word.
+error_reply read_error(std::string_view raw) {
+  std::string_view rest = raw.size() > 4 ? raw.substr(4) : std::string_view{};
+  std::string_view kind = rest.substr(0, rest.find(' '));
+  std::string text;
+  auto colon = rest.find(" :");
+  if (colon != std::string_view::npos) text = std::string(rest.substr(colon + 2));
+  auto k = parse_error_kind(kind);
+  return error_reply{k.value_or(error_kind::badrequest), text.empty() ? std::string(rest) : text};
+}
+
+/// One line of a HISTORY page (raw, parsed as l, read by r), added to page: the page at its HEND.
+std::optional<reply> read_history_line(std::optional<history_page>& page, std::string_view raw, const line& l,
+                                       reader& r) {
+  const std::string& verb = l.verb;
+  if (!page) page = history_page{};
+  if (verb == "ROUND" || verb == "ARR") {
+    page->lines.emplace_back(raw);  // "ROUND" or "ARR" alone: round_parser says why it is bad
+  } else if (verb == "HEND") {
+    if (l.get("next")) page->next = r.u64("next");
+    std::optional<reply> out = std::move(*page);
+    page.reset();
+    return out;
+  } else {
+    r.fail(fmt::format("unexpected '{}' inside a HISTORY reply", verb.substr(0, 32)));
+  }
+  return std::nullopt;
+}
+
+/// A reply of one line (l, read by r), but ERR, STATUS and HISTORY.
+std::optional<reply> read_one_line_reply(const line& l, reader& r) {
+  auto name = [&] { return r.optional_str("name"); };
+  const std::string& verb = l.verb;
+  if (verb == "HELLO") {
+    hello_reply h;
+    h.version = opt_field(r, "v").value_or(0);
+    h.server = r.optional_str("server");
+    h.auth = r.optional_str("auth", "none");
+    h.nonce = r.optional_str("nonce");
+    h.proof = r.optional_str("proof");
+    h.cred = r.optional_str("cred");
+    h.store = r.optional_str("store");
+    return h;
+  } else if (verb == "WAITING") {
+    return waiting{name(), r.u64("gen"), opt_field(r, "arrived").value_or(0), opt_field(r, "n")};
+  } else if (verb == "RELEASE") {
+    release rel;
+    rel.name = name();
+    rel.gen = r.u64("gen");
+    auto v = parse_verdict(r.optional_str("verdict"));
+    if (!v) r.fail("RELEASE without a valid verdict");
+    rel.v = v.value_or(verdict::continue_);
+    rel.delivered = opt_field(r, "delivered");
+    rel.message = l.text.value_or("");
+    return rel;
+  } else if (verb == "ALLHERE") {
+    return all_here{name(), r.u64("gen"), opt_field(r, "arrived").value_or(0), opt_field(r, "n").value_or(0)};
+  } else if (verb == "ABORTED") {
+    return aborted{name(), r.u64("gen"), opt_field(r, "notified"), l.text.value_or("")};
+  } else if (verb == "DECIDED") {
+    decided d;
+    d.name = name();
+    d.gen = r.u64("gen");
+    d.v = parse_verdict(r.optional_str("verdict")).value_or(verdict::none);
+    d.arrived = opt_field(r, "arrived").value_or(0);
+    d.n = opt_field(r, "n");
+    return d;
+  } else if (verb == "LEFT") {
+    return left{name(), r.u64("gen")};
+  } else if (verb == "SHUTDOWN") {
+    return shutdown{l.text.value_or("")};
+  } else if (verb == "PONG") {
+    return pong{};
+  }
+  r.fail(fmt::format("unknown reply '{}'", verb.substr(0, 32)));
+  return std::nullopt;
+}
+}  // namespace
+
 std::optional<reply> reply_reader::read(std::string_view raw, std::string& error) {
   // ERR lines have a bare kind word: handle before the key=value parser.
-  if (raw.starts_with("ERR ") || raw == "ERR") {
-    std::string_view rest = raw.size() > 4 ? raw.substr(4) : std::string_view{};
-    std::string_view kind = rest.substr(0, rest.find(' '));
-    std::string text;
-    auto colon = rest.find(" :");
-    if (colon != std::string_view::npos) text = std::string(rest.substr(colon + 2));
-    auto k = parse_error_kind(kind);
-    return error_reply{k.value_or(error_kind::badrequest), text.empty() ? std::string(rest) : text};
-  }
+  if (raw.starts_with("ERR ") || raw == "ERR") return read_error(raw);
   if ((history_ || raw.starts_with("ROUND ")) && (raw.starts_with("ROUND ") || raw.starts_with("ARR "))) {
     // A HISTORY page's lines are kept as they came: hist::round_parser checks
     // them, and a bad one costs its round, not the whole reply.
@@ -815,21 +923,11 @@ std::optional<reply> reply_reader::read(std::string_view raw, std::string& error
   auto l = parse_line(raw, error);
   if (!l) return std::nullopt;
   reader r(*l);
-  auto name = [&] { return r.optional_str("name"); };
   std::optional<reply> out;
   const std::string& verb = l->verb;
   if (history_ || verb == "ROUND" || verb == "HEND") {
     // A HISTORY page: its lines are kept as they came, for hist::round_parser.
-    if (!history_) history_ = history_page{};
-    if (verb == "ROUND" || verb == "ARR") {
-      history_->lines.emplace_back(raw);  // "ROUND" or "ARR" alone: round_parser says why it is bad
-    } else if (verb == "HEND") {
-      if (l->get("next")) history_->next = r.u64("next");
-      out = std::move(*history_);
-      history_.reset();
-    } else {
-      r.fail(fmt::format("unexpected '{}' inside a HISTORY reply", verb.substr(0, 32)));
-    }
+    out = read_history_line(history_, raw, *l, r);
   } else if (status_) {
     if (read_status_line(*status_, *l, r)) {
       out = std::move(*status_);
@@ -840,48 +938,8 @@ std::optional<reply> reply_reader::read(std::string_view raw, std::string& error
     return read(raw, error);
   } else if (verb == "END") {
     out = status_reply{};
-  } else if (verb == "HELLO") {
-    hello_reply h;
-    h.version = opt_field(r, "v").value_or(0);
-    h.server = r.optional_str("server");
-    h.auth = r.optional_str("auth", "none");
-    h.nonce = r.optional_str("nonce");
-    h.proof = r.optional_str("proof");
-    h.cred = r.optional_str("cred");
-    h.store = r.optional_str("store");
-    out = h;
-  } else if (verb == "WAITING") {
-    out = waiting{name(), r.u64("gen"), opt_field(r, "arrived").value_or(0), opt_field(r, "n")};
-  } else if (verb == "RELEASE") {
-    release rel;
-    rel.name = name();
-    rel.gen = r.u64("gen");
-    auto v = parse_verdict(r.optional_str("verdict"));
-    if (!v) r.fail("RELEASE without a valid verdict");
-    rel.v = v.value_or(verdict::continue_);
-    rel.delivered = opt_field(r, "delivered");
-    rel.message = l->text.value_or("");
-    out = rel;
-  } else if (verb == "ALLHERE") {
-    out = all_here{name(), r.u64("gen"), opt_field(r, "arrived").value_or(0), opt_field(r, "n").value_or(0)};
-  } else if (verb == "ABORTED") {
-    out = aborted{name(), r.u64("gen"), opt_field(r, "notified"), l->text.value_or("")};
-  } else if (verb == "DECIDED") {
-    decided d;
-    d.name = name();
-    d.gen = r.u64("gen");
-    d.v = parse_verdict(r.optional_str("verdict")).value_or(verdict::none);
-    d.arrived = opt_field(r, "arrived").value_or(0);
-    d.n = opt_field(r, "n");
-    out = d;
-  } else if (verb == "LEFT") {
-    out = left{name(), r.u64("gen")};
-  } else if (verb == "SHUTDOWN") {
-    out = shutdown{l->text.value_or("")};
-  } else if (verb == "PONG") {
-    out = pong{};
   } else {
-    r.fail(fmt::format("unknown reply '{}'", verb.substr(0, 32)));
+    out = read_one_line_reply(*l, r);
   }
   if (!r.ok()) {
     error = r.error();

@@ -374,87 +374,106 @@ class resolver {
   /// Where the launcher `d` says rank 0 runs: false on an error, true with
   /// host_ unset when it does not say.
   bool launcher_host(const launcher_def& d, bool inner) {
-    std::string why;
-    auto take = [&](const std::string& h, std::string source, std::string_view what) {
-      auto host = check_host(h, why);
-      if (!host) return fail(fmt::format("{} {}, is not a host name: {}; {}", what, quote_text(h), why, addr_hint));
-      s_.host = {*host, std::move(source)};
-      host_is_node_ = d.host != host_rule::variable && d.host != host_rule::k8s_pod;
-      return true;
-    };
     switch (d.host) {
       case host_rule::none: return true;
-      case host_rule::slurm_nodelist: {
-        // The step's first node is rank 0's in an srun step; inside another launcher
-        // (an mpirun in the batch script) the step, if any, is that launcher's own
-        // daemons', so the job's first node is where its rank 0 runs.
-        for (std::string_view var : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}) {
-          if (!inner && var == "SLURM_STEP_NODELIST") continue;
-          auto list = get(var);
-          if (!list) continue;
-          std::string list_error;
-          std::string first = first_host(*list, list_error);
-          if (first.empty()) return fail(fmt::format("{} holds a {}; {}", var, list_error, addr_hint));
-          return take(first, fmt::format("derived:{}", var), fmt::format("the first node of {},", var));
-        }
-        if (!inner) return true;
-        return fail(fmt::format("SLURM_JOB_ID is set but SLURM_STEP_NODELIST, SLURM_JOB_NODELIST and SLURM_NODELIST "
-                                "are not, so the host's node is unknown; {}",
-                                addr_hint));
-      }
-      case host_rule::variable: {
-        auto m = get(d.host_var);
-        if (!m) {
-          if (inner && d.kind == launcher_kind::torchrun)
-            return fail(fmt::format("torchrun's TORCHELASTIC_RUN_ID is set but MASTER_ADDR is not; {}", addr_hint));
-          return true;
-        }
-        auto host = check_host(*m, why);
-        if (!host)
-          return fail(fmt::format("{}={} is not a host name or IP address: {}; {}", d.host_var, quote_text(*m), why,
-                                  addr_hint));
-        s_.host = {*host, fmt::format("env:{}", d.host_var)};
-        return true;
-      }
-      case host_rule::file_first: {
-        std::string_view var = d.host_var;
-        auto path = get(var);
-        if (!path && d.kind == launcher_kind::mpich) path = get(var = "I_MPI_HYDRA_HOST_FILE");
-        if (!path) return true;
-        auto text = read_named_file(var, *path, "the job's hosts");
-        if (!text) return false;
-        std::string first = first_word(*text, d.kind == launcher_kind::mpich);
-        if (first.empty())
-          return fail(fmt::format("{} names {}, which lists no host; {}", var, quote_text(*path), addr_hint));
-        return take(first, fmt::format("derived:{}", var), fmt::format("the first host of {},", var));
-      }
-      case host_rule::words_first: {
-        auto words = get(d.host_var);
-        if (!words) return true;
-        std::string first = first_word(*words, false);
-        if (first.empty()) return true;
-        return take(first, fmt::format("derived:{}", d.host_var), fmt::format("the first host of {},", d.host_var));
-      }
-      case host_rule::k8s_pod: {
-        // An Indexed Job's pod is named JOB-INDEX, and so is its host name; pod 0 is
-        // JOB-0, reached through the job's headless service (the pods' subdomain).
-        auto job = k8s_job();
-        if (!job) return true;
-        std::string host = *job + "-0";
-        std::string source = "derived:HOSTNAME";
-        if (auto sub = get("SUBDOMAIN")) {
-          host += "." + *sub;
-          source += "+SUBDOMAIN";
-        } else {
-          s_.warnings.push_back(fmt::format(
-              "SUBDOMAIN is not set, so the host is {}, which resolves only where the pods' subdomain is in the "
-              "DNS search path; set SUBDOMAIN to the Job's spec.template.spec.subdomain (examples/kubernetes)",
-              host));
-        }
-        return take(host, std::move(source), "the host of pod 0,");
-      }
+      case host_rule::slurm_nodelist: return slurm_host(d, inner);
+      case host_rule::variable: return variable_host(d, inner);
+      case host_rule::file_first: return file_first_host(d);
+      case host_rule::words_first: return words_first_host(d);
+      case host_rule::k8s_pod: return k8s_pod_host(d);
     }
     return true;
+  }
+
+  /// Takes h, which `what` (from source) names, as the host of launcher `d`: false (and the error set) when it is
+  /// not a host name.
+  bool take_host(const launcher_def& d, const std::string& h, std::string source, std::string_view what) {
+    std::string why;
+    auto host = check_host(h, why);
+    if (!host) return fail(fmt::format("{} {}, is not a host name: {}; {}", what, quote_text(h), why, addr_hint));
+    s_.host = {*host, std::move(source)};
+    host_is_node_ = d.host != host_rule::variable && d.host != host_rule::k8s_pod;
+    return true;
+  }
+
+  /// launcher_host of host_rule::slurm_nodelist.
+  bool slurm_host(const launcher_def& d, bool inner) {
+    // The step's first node is rank 0's in an srun step; inside another launcher
+    // (an mpirun in the batch script) the step, if any, is that launcher's own
+    // daemons', so the job's first node is where its rank 0 runs.
+    for (std::string_view var : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}) {
+      if (!inner && var == "SLURM_STEP_NODELIST") continue;
+      auto list = get(var);
+      if (!list) continue;
+      std::string list_error;
+      std::string first = first_host(*list, list_error);
+      if (first.empty()) return fail(fmt::format("{} holds a {}; {}", var, list_error, addr_hint));
+      return take_host(d, first, fmt::format("derived:{}", var), fmt::format("the first node of {},", var));
+    }
+    if (!inner) return true;
+    return fail(fmt::format("SLURM_JOB_ID is set but SLURM_STEP_NODELIST, SLURM_JOB_NODELIST and SLURM_NODELIST "
+                            "are not, so the host's node is unknown; {}",
+                            addr_hint));
+  }
+
+  /// launcher_host of host_rule::variable.
+  bool variable_host(const launcher_def& d, bool inner) {
+    auto m = get(d.host_var);
+    if (!m) {
+      if (inner && d.kind == launcher_kind::torchrun)
+        return fail(fmt::format("torchrun's TORCHELASTIC_RUN_ID is set but MASTER_ADDR is not; {}", addr_hint));
+      return true;
+    }
+    std::string why;
+    auto host = check_host(*m, why);
+    if (!host)
+      return fail(fmt::format("{}={} is not a host name or IP address: {}; {}", d.host_var, quote_text(*m), why,
+                              addr_hint));
+    s_.host = {*host, fmt::format("env:{}", d.host_var)};
+    return true;
+  }
+
+  /// launcher_host of host_rule::file_first.
+  bool file_first_host(const launcher_def& d) {
+    std::string_view var = d.host_var;
+    auto path = get(var);
+    if (!path && d.kind == launcher_kind::mpich) path = get(var = "I_MPI_HYDRA_HOST_FILE");
+    if (!path) return true;
+    auto text = read_named_file(var, *path, "the job's hosts");
+    if (!text) return false;
+    std::string first = first_word(*text, d.kind == launcher_kind::mpich);
+    if (first.empty())
+      return fail(fmt::format("{} names {}, which lists no host; {}", var, quote_text(*path), addr_hint));
+    return take_host(d, first, fmt::format("derived:{}", var), fmt::format("the first host of {},", var));
+  }
+
+  /// launcher_host of host_rule::words_first.
+  bool words_first_host(const launcher_def& d) {
+    auto words = get(d.host_var);
+    if (!words) return true;
+    std::string first = first_word(*words, false);
+    if (first.empty()) return true;
+    return take_host(d, first, fmt::format("derived:{}", d.host_var), fmt::format("the first host of {},", d.host_var));
+  }
+
+  /// launcher_host of host_rule::k8s_pod.
+  bool k8s_pod_host(const launcher_def& d) {
+    // An Indexed Job's pod is named JOB-INDEX, and so is its host name; pod 0 is
+    // JOB-0, reached through the job's headless service (the pods' subdomain).
+    auto job = k8s_job();
+    if (!job) return true;
+    std::string host = *job + "-0";
+    std::string source = "derived:HOSTNAME";
+    if (auto sub = get("SUBDOMAIN")) {
+      host += "." + *sub;
+      source += "+SUBDOMAIN";
+    } else {
+      s_.warnings.push_back(fmt::format(
+          "SUBDOMAIN is not set, so the host is {}, which resolves only where the pods' subdomain is in the "
+          "DNS search path; set SUBDOMAIN to the Job's spec.template.spec.subdomain (examples/kubernetes)",
+          host));
+    }
+    return take_host(d, host, std::move(source), "the host of pod 0,");
   }
 
   bool resolve_address() {

@@ -628,6 +628,8 @@ class server {
   // ---- a store shared by many hosts (issue #20, docs/store.md) ----
  public:
   bool open_store(std::string& error);
+  /// What the store's link reports, brought to this host's event loop.
+  store::link::callbacks store_callbacks();
   void on_store_events(const std::vector<store::event>& evs);
   void on_fenced(const std::string& why);
   /// Every renew_check_every: has the lease gone unrenewed past the renew deadline?
@@ -1066,28 +1068,7 @@ bool server::open_store(std::string& error) {
   replica_ = std::make_unique<store::replica>(self_key_, state_);
   follower_ = std::make_unique<store::follower>(ls.keys, self_key_, *replica_);
   follower_->set_digest_every(opts_.store_snapshot_every);
-  store::link::callbacks cb;
-  cb.post = [this](std::function<void()> f) { asio::post(io_, std::move(f)); };
-  cb.events = [this](std::vector<store::event> evs) { on_store_events(evs); };
-  cb.caught_up = [this](store::link::catch_up cu) { on_catch_up(std::move(cu)); };
-  cb.snapshot_written = [this](std::int64_t rev, bool ok) {
-    snapshot_pending_ = false;
-    if (ok) log(fmt::format("store: wrote a snapshot at revision {}", rev));
-  };
-  cb.registered = [this](std::int64_t inc) {
-    registering_ = inc;
-    replica_->set_incarnation(inc);
-    refencing_ = false;
-    log(fmt::format("store: registered as {} (incarnation {})", self_key_, inc));
-  };
-  cb.fenced = [this](const std::string& why) { on_fenced(why); };
-  cb.failed = [this](const std::string& why) {
-    log("error: " + why);
-    exit_status_ = exit_code::unreachable;
-    begin_shutdown("the store failed");
-  };
-  cb.log = [this](const std::string& text) { log(text); };
-  link_ = std::make_unique<store::link>(std::move(ls), std::move(cb));
+  link_ = std::make_unique<store::link>(std::move(ls), store_callbacks());
   if (!link_->start(error)) {
     error = fmt::format("cannot use the store {}: {}", *opts_.store, error);
     store_refused_ = link_->refused_access();
@@ -1111,6 +1092,31 @@ bool server::open_store(std::string& error) {
   link_door_->on_applied([this](output& out) { deliver(out); });
   watch_renewals();
   return true;
+}
+
+store::link::callbacks server::store_callbacks() {
+  store::link::callbacks cb;
+  cb.post = [this](std::function<void()> f) { asio::post(io_, std::move(f)); };
+  cb.events = [this](std::vector<store::event> evs) { on_store_events(evs); };
+  cb.caught_up = [this](store::link::catch_up cu) { on_catch_up(std::move(cu)); };
+  cb.snapshot_written = [this](std::int64_t rev, bool ok) {
+    snapshot_pending_ = false;
+    if (ok) log(fmt::format("store: wrote a snapshot at revision {}", rev));
+  };
+  cb.registered = [this](std::int64_t inc) {
+    registering_ = inc;
+    replica_->set_incarnation(inc);
+    refencing_ = false;
+    log(fmt::format("store: registered as {} (incarnation {})", self_key_, inc));
+  };
+  cb.fenced = [this](const std::string& why) { on_fenced(why); };
+  cb.failed = [this](const std::string& why) {
+    log("error: " + why);
+    exit_status_ = exit_code::unreachable;
+    begin_shutdown("the store failed");
+  };
+  cb.log = [this](const std::string& text) { log(text); };
+  return cb;
 }
 
 void server::watch_renewals() {

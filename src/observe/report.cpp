@@ -438,6 +438,36 @@ std::string esc(std::string_view s) {
   }
   return out;
 }
+
+/// svg()'s "times last" strip at y strip, under columns cw wide from x left: per column, how many of the
+/// rounds ended on one of its ranks (most: the most of any column).
+void svg_times_last(std::string& out, const binning& b, const std::vector<std::uint32_t>& times_last,
+                    std::size_t rounds, std::uint32_t most, double left, double cw, double strip) {
+  out += fmt::format("<text x=\"{:.0f}\" y=\"{:.1f}\" text-anchor=\"end\" dominant-baseline=\"middle\">times last</text>\n",
+                     left - 6, strip + 6);
+  for (std::size_t c = 0; c < times_last.size(); ++c)
+    out += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"12\" fill=\"{}\"><title>column {}: "
+                       "last in {} of {} rounds</title></rect>\n",
+                       left + cw * static_cast<double>(c), strip, cw,
+                       times_last[c] ? colour(most ? static_cast<double>(times_last[c]) / most : 0) : "#f4f4f4",
+                       esc(b.labels[c]), times_last[c], rounds);
+}
+
+/// svg()'s legend at (lx, ly), for a scale up to top (overflow: the colour above it): a gradient in five steps,
+/// with values, then the overflow's and the absent's colours.
+void svg_legend(std::string& out, double lx, double ly, double top, const std::string& overflow) {
+  for (int s = 0; s <= 4; ++s) {
+    out += fmt::format("<rect x=\"{:.0f}\" y=\"{:.0f}\" width=\"60\" height=\"12\" fill=\"{}\"/>"
+                       "<text x=\"{:.0f}\" y=\"{:.0f}\" font-size=\"10\">{}</text>\n",
+                       lx + 70.0 * s, ly, colour(s / 4.0), lx + 70.0 * s, ly + 22, lateness(top * s / 4));
+  }
+  out += fmt::format("<rect x=\"{:.0f}\" y=\"{:.0f}\" width=\"30\" height=\"12\" fill=\"{}\"/>"
+                     "<text x=\"{:.0f}\" y=\"{:.0f}\" font-size=\"10\">over {} (99th percentile)</text>\n",
+                     lx + 360, ly, overflow, lx + 360, ly + 22, lateness(top));
+  out += fmt::format("<rect x=\"{:.0f}\" y=\"{:.0f}\" width=\"30\" height=\"12\" fill=\"#dddddd\"/>"
+                     "<text x=\"{:.0f}\" y=\"{:.0f}\" font-size=\"10\">absent</text>\n",
+                     lx + 520, ly, lx + 520, ly + 22);
+}
 }  // namespace
 
 std::string svg(const std::vector<hist::round_view>& rounds) {
@@ -488,14 +518,7 @@ std::string svg(const std::vector<hist::round_view>& rounds) {
   // "Times last": per column, how many rounds ended on one of its ranks.
   double strip = top_m + ch * static_cast<double>(nr) + 6;
   std::uint32_t most = times_last.empty() ? 0 : *std::max_element(times_last.begin(), times_last.end());
-  out += fmt::format("<text x=\"{:.0f}\" y=\"{:.1f}\" text-anchor=\"end\" dominant-baseline=\"middle\">times last</text>\n",
-                     left - 6, strip + 6);
-  for (std::size_t c = 0; c < times_last.size(); ++c)
-    out += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"12\" fill=\"{}\"><title>column {}: "
-                       "last in {} of {} rounds</title></rect>\n",
-                       left + cw * static_cast<double>(c), strip, cw,
-                       times_last[c] ? colour(most ? static_cast<double>(times_last[c]) / most : 0) : "#f4f4f4",
-                       esc(b.labels[c]), times_last[c], rounds.size());
+  svg_times_last(out, b, times_last, rounds.size(), most, left, cw, strip);
   std::size_t every_c = std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(14.0 / cw)));
   double base = strip + 12;
   for (std::size_t c = 0; c < b.labels.size(); c += every_c) {
@@ -509,18 +532,7 @@ std::string svg(const std::vector<hist::round_view>& rounds) {
   out += fmt::format("<text transform=\"translate(16,{:.0f}) rotate(-90)\" text-anchor=\"middle\">round</text>\n",
                      top_m + ch * static_cast<double>(nr) / 2);
   // Legend: a gradient in five steps, with values.
-  double lx = left, ly = h - 24;
-  for (int s = 0; s <= 4; ++s) {
-    out += fmt::format("<rect x=\"{:.0f}\" y=\"{:.0f}\" width=\"60\" height=\"12\" fill=\"{}\"/>"
-                       "<text x=\"{:.0f}\" y=\"{:.0f}\" font-size=\"10\">{}</text>\n",
-                       lx + 70.0 * s, ly, colour(s / 4.0), lx + 70.0 * s, ly + 22, lateness(top * s / 4));
-  }
-  out += fmt::format("<rect x=\"{:.0f}\" y=\"{:.0f}\" width=\"30\" height=\"12\" fill=\"{}\"/>"
-                     "<text x=\"{:.0f}\" y=\"{:.0f}\" font-size=\"10\">over {} (99th percentile)</text>\n",
-                     lx + 360, ly, overflow, lx + 360, ly + 22, lateness(top));
-  out += fmt::format("<rect x=\"{:.0f}\" y=\"{:.0f}\" width=\"30\" height=\"12\" fill=\"#dddddd\"/>"
-                     "<text x=\"{:.0f}\" y=\"{:.0f}\" font-size=\"10\">absent</text>\n",
-                     lx + 520, ly, lx + 520, ly + 22);
+  svg_legend(out, left, h - 24, top, overflow);
   out += "</svg>\n";
   return out;
 }

@@ -18,6 +18,11 @@ bool number_of(std::string_view s, T& out) {
   return ec == std::errc() && p == s.data() + s.size() && !s.empty();
 }
 
+/// A warning for the host's log.
+void warn(std::vector<action>& acts, std::string text) {
+  acts.push_back(action{action::kind::warn, {}, false, {}, 0, std::move(text)});
+}
+
 }  // namespace
 
 std::string format_origin(const shared_settings& s) {
@@ -190,13 +195,38 @@ void follower::apply(const event& ev, std::vector<action>& acts) {
   auto k = keys_.parse(ev.now.key);
   bool put = ev.what == event::type::put;
   applied_rev_ = std::max(applied_rev_, ev.now.mod_revision);
-  auto warn = [&](std::string text) { acts.push_back(action{action::kind::warn, {}, false, {}, 0, std::move(text)}); };
-  if (put && k.what == kind::host && !first_version(ev.now) && !leased(ev.now) && leased(ev.prev)) {
+  if (put && refused(k, ev, acts)) return;
+  if (k.what == kind::host && put) {
+    presence p;
+    if (!presence::parse(ev.now.value, p)) {
+      warn(acts, fmt::format("warning: store: {} holds no presence I understand; ignored", ev.now.key));
+      return;
+    }
+    r_.host_up(k.host, ev.now.create_revision, p);
+  } else if (k.what == kind::host) {
+    presence_deleted(k, ev, acts);
+  } else if (k.what == kind::gone && put) {
+    apply_gone(k, ev, acts);
+  } else if (k.what == kind::input && put) {
+    apply_input(k, ev, acts);
+  } else if (k.what == kind::snap && put) {
+    since_snapshot_ = 0;  // a snapshot was taken (by the host whose turn it is)
+    newest_snap_ = std::max(newest_snap_, k.inc);
+    restart_if_due(acts);
+  } else if (k.what == kind::digest && put) {
+    compare_digest(k, ev, acts);
+  }
+}
+
+bool follower::refused(const layout::parsed& k, const event& ev, std::vector<action>& acts) {
+  using kind = layout::parsed::kind;
+  if (k.what == kind::host && !first_version(ev.now) && !leased(ev.now) && leased(ev.prev)) {
     // Put again without its lease: it would not go when its host does. Its
     // host, alive, registers again (its new key has a lease, and the end of
     // this one withdraws its participants); a host that is gone cannot.
     bool mine = k.host == self_ && ev.now.create_revision == r_.incarnation() && r_.incarnation() != 0;
-    warn(fmt::format("warning: store: {} was put again without its lease, so it would not expire when host {} goes; "
+    warn(acts,
+         fmt::format("warning: store: {} was put again without its lease, so it would not expire when host {} goes; "
                      "{}. Someone else writes under this prefix (use etcd's authentication: docs/store.md, "
                      "\"Authorization\")",
                      ev.now.key, k.host,
@@ -205,77 +235,72 @@ void follower::apply(const event& ev, std::vector<action>& acts) {
     if (mine)
       acts.push_back(action{action::kind::fenced, {}, false, {}, 0,
                             "this host's presence in the store was put again without its lease"});
-    return;
+    return true;
   }
-  if (put && (k.what == kind::host || k.what == kind::input || k.what == kind::gone) && !first_version(ev.now)) {
-    warn(fmt::format("warning: store: {} was put again (version {}); only its first version counts, on every host "
+  if ((k.what == kind::host || k.what == kind::input || k.what == kind::gone) && !first_version(ev.now)) {
+    warn(acts,
+         fmt::format("warning: store: {} was put again (version {}); only its first version counts, on every host "
                      "alike: someone else writes under this prefix",
                      ev.now.key, ev.now.version));
-    return;
+    return true;
   }
-  if (k.what == kind::host && put && !leased(ev.now)) {
+  if (k.what == kind::host && !leased(ev.now)) {
     // Not put by a host (a host's presence has its lease): it would never go.
     if (unleased_.emplace(ev.now.key, ev.now.create_revision).second)
-      warn(fmt::format("warning: store: {} was put without a lease, so it would never expire: ignored, host {} is "
+      warn(acts,
+           fmt::format("warning: store: {} was put without a lease, so it would never expire: ignored, host {} is "
                        "not counted as present by it. A host puts its presence with a lease; someone else writes "
                        "under this prefix (use etcd's authentication: docs/store.md, \"Authorization\")",
                        ev.now.key, k.host));
+    return true;
+  }
+  return false;
+}
+
+void follower::presence_deleted(const layout::parsed& k, const event& ev, std::vector<action>& acts) {
+  // The presence went (its lease expired, or its host left). Its end is
+  // applied where the gone key lands in the log, the same place on every host.
+  // A key that never had a lease counted for nothing: nothing ends.
+  if (ev.prev.version == 1 && !leased(ev.prev) && !ev.prev.key.empty()) return;
+  std::int64_t inc = ev.prev.create_revision ? ev.prev.create_revision : r_.incarnation_of(k.host);
+  if (inc != 0) acts.push_back(action{action::kind::mark_gone, {}, false, k.host, inc, ev.prev.value});
+  if (k.host == self_ && inc == r_.incarnation() && inc != 0)
+    acts.push_back(action{action::kind::fenced, {}, false, {}, 0,
+                          "this host's presence in the store was deleted (its lease expired)"});
+}
+
+void follower::apply_gone(const layout::parsed& k, const event& ev, std::vector<action>& acts) {
+  std::string presence, error;
+  if (!open_gone(ev.now.key, ev.now.value, secret_, presence, error)) {
+    warn(acts, fmt::format("warning: store: {} not applied: {}", ev.now.key, error));
     return;
   }
-  if (k.what == kind::host && put) {
-    presence p;
-    if (!presence::parse(ev.now.value, p)) {
-      warn(fmt::format("warning: store: {} holds no presence I understand; ignored", ev.now.key));
-      return;
-    }
-    r_.host_up(k.host, ev.now.create_revision, p);
-  } else if (k.what == kind::host) {
-    // The presence went (its lease expired, or its host left). Its end is
-    // applied where the gone key lands in the log, the same place on every host.
-    // A key that never had a lease counted for nothing: nothing ends.
-    if (ev.prev.version == 1 && !leased(ev.prev) && !ev.prev.key.empty()) return;
-    std::int64_t inc = ev.prev.create_revision ? ev.prev.create_revision : r_.incarnation_of(k.host);
-    if (inc != 0) acts.push_back(action{action::kind::mark_gone, {}, false, k.host, inc, ev.prev.value});
-    if (k.host == self_ && inc == r_.incarnation() && inc != 0)
-      acts.push_back(action{action::kind::fenced, {}, false, {}, 0,
-                            "this host's presence in the store was deleted (its lease expired)"});
-  } else if (k.what == kind::gone && put) {
-    std::string presence, error;
-    if (!open_gone(ev.now.key, ev.now.value, secret_, presence, error)) {
-      warn(fmt::format("warning: store: {} not applied: {}", ev.now.key, error));
-      return;
-    }
-    action a{action::kind::deliver, {}, ev.now.mod_revision <= replayed_upto_, {}, 0, {}};
-    a.out.log.push_back(fmt::format("store: host {} left (incarnation {}); its participants of open rounds are "
-                                    "withdrawn",
-                                    k.host, k.inc));
-    r_.host_down(k.host, k.inc, a.out);
-    if (a.replayed) forget_records(a.out);
-    acts.push_back(std::move(a));
-  } else if (k.what == kind::input && put) {
-    bool a_replayed = ev.now.mod_revision <= replayed_upto_;  // applied once already: its digest was written
-    action a{action::kind::deliver, {}, a_replayed, {}, 0, {}};
-    std::string error;
-    bool applied = r_.apply_batch(k.host, k.inc, k.seq, ev.now.key, ev.now.value, secret_, a.out, error);
-    if (!applied) warn(fmt::format("warning: store: {} not applied: {}", ev.now.key, error));
-    if (a_replayed) forget_records(a.out);
-    acts.push_back(std::move(a));
-    ++since_snapshot_;
-    if (applied && r_.batches() % digest_every_ == 0 && !a_replayed) {
-      // Every k batches of the log: the same revision on every host.
-      action d{action::kind::digest, {}, false, {}, ev.now.mod_revision, {}};
-      d.state = r_.dump();
-      d.text = auth::sha256_hex(d.state);
-      own_[d.inc] = d.text;
-      while (own_.size() > 16) own_.erase(own_.begin());
-      acts.push_back(std::move(d));
-    }
-  } else if (k.what == kind::snap && put) {
-    since_snapshot_ = 0;  // a snapshot was taken (by the host whose turn it is)
-    newest_snap_ = std::max(newest_snap_, k.inc);
-    restart_if_due(acts);
-  } else if (k.what == kind::digest && put) {
-    compare_digest(k, ev, acts);
+  action a{action::kind::deliver, {}, ev.now.mod_revision <= replayed_upto_, {}, 0, {}};
+  a.out.log.push_back(fmt::format("store: host {} left (incarnation {}); its participants of open rounds are "
+                                  "withdrawn",
+                                  k.host, k.inc));
+  r_.host_down(k.host, k.inc, a.out);
+  if (a.replayed) forget_records(a.out);
+  acts.push_back(std::move(a));
+}
+
+void follower::apply_input(const layout::parsed& k, const event& ev, std::vector<action>& acts) {
+  bool a_replayed = ev.now.mod_revision <= replayed_upto_;  // applied once already: its digest was written
+  action a{action::kind::deliver, {}, a_replayed, {}, 0, {}};
+  std::string error;
+  bool applied = r_.apply_batch(k.host, k.inc, k.seq, ev.now.key, ev.now.value, secret_, a.out, error);
+  if (!applied) warn(acts, fmt::format("warning: store: {} not applied: {}", ev.now.key, error));
+  if (a_replayed) forget_records(a.out);
+  acts.push_back(std::move(a));
+  ++since_snapshot_;
+  if (applied && r_.batches() % digest_every_ == 0 && !a_replayed) {
+    // Every k batches of the log: the same revision on every host.
+    action d{action::kind::digest, {}, false, {}, ev.now.mod_revision, {}};
+    d.state = r_.dump();
+    d.text = auth::sha256_hex(d.state);
+    own_[d.inc] = d.text;
+    while (own_.size() > 16) own_.erase(own_.begin());
+    acts.push_back(std::move(d));
   }
 }
 

@@ -135,6 +135,14 @@ class follower {
 
  private:
   void apply(const event& ev, std::vector<action>& acts);
+  /// A put that is not applied (put again, or a presence without its lease): warned of. True when refused.
+  bool refused(const layout::parsed& k, const event& ev, std::vector<action>& acts);
+  /// A host's presence key deleted: its end is marked, and this host fenced if it is its own.
+  void presence_deleted(const layout::parsed& k, const event& ev, std::vector<action>& acts);
+  /// A gone key put: the host's participants of open rounds are withdrawn.
+  void apply_gone(const layout::parsed& k, const event& ev, std::vector<action>& acts);
+  /// An input batch put: applied to the replica, and a digest of the state every digest_every_ batches.
+  void apply_input(const layout::parsed& k, const event& ev, std::vector<action>& acts);
   static void forget_records(output& out);
 
   layout keys_;

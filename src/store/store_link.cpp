@@ -776,7 +776,6 @@ void link::watcher_loop() {
   // what the keys say now, which cannot show a key deleted since.
   bool history = true, fresh = false, last_again = false;
   unsigned failures = 0, broke_since = 0;
-  constexpr auto broke_every = std::chrono::seconds(10);
   auto next_broke_log = std::chrono::steady_clock::time_point{};
   while (!stopping_) {
     std::string error;
@@ -792,17 +791,8 @@ void link::watcher_loop() {
       // is handed over, so that a host does not start over twice (from the
       // snapshot, then from the keys) and answer in between from a state
       // that lacks what followed the snapshot (store.bats, compacted revision).
-      if (std::int64_t start = std::max(cu->snap_rev + 1, origin_rev_); history && start <= cu->revision) {
-        std::vector<kv> none;
-        std::int64_t at = 0;
-        std::string why;
-        if (!watcher_c_->range(from, {}, none, at, why, start, true) && why.find("compacted") != std::string::npos) {
-          log(fmt::format("store: the history after the snapshot (revision {}) was compacted; catching up from the "
-                          "keys as they are now",
-                          start - 1));
-          history = false;
-        }
-      }
+      if (std::int64_t start = std::max(cu->snap_rev + 1, origin_rev_); history && start <= cu->revision)
+        history = !history_compacted(from, start);
       cu->history = history;
       if (history) cu->events.clear();
       again = true;
@@ -813,28 +803,7 @@ void link::watcher_loop() {
       watch_from_ = cu->history ? std::max(cu->snap_rev + 1, origin_rev_) : cu->revision + 1;
       cb_.post([this, cu] { cb_.caught_up(std::move(*cu)); });
     }
-    auto end = watcher_c_->watch(
-        from, prefix_end(from), watch_from_,
-        [this, &fresh](const std::vector<event>& evs) {
-          if (!evs.empty()) {
-            watch_from_ = evs.back().now.mod_revision + 1;
-            received_rev_ = evs.back().now.mod_revision;
-          }
-          fresh = false;
-          // Bounded: while the event loop is behind, the watch waits (and
-          // etcd with it, through TCP), rather than queue without end.
-          while (posted_ >= max_posted && !stopping_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-          ++posted_;
-          cb_.post([this, evs] {
-            --posted_;
-            cb_.events(evs);
-          });
-          return true;
-        },
-        error,
-        // Nothing under the prefix up to rev: resume after it, so that a
-        // quiet prefix does not fall behind another tenant's compaction.
-        [this](std::int64_t rev) { watch_from_ = std::max(watch_from_, rev + 1); });
+    auto end = watch_prefix(from, fresh, error);
     if (end == watch_end::cancelled) return;
     if (end == watch_end::interrupted && start_over_.exchange(false)) {
       need_catch_up = true;  // this host's state differs from the others' (follower: diverged)
@@ -861,19 +830,63 @@ void link::watcher_loop() {
       continue;
     }
     ++watch_restarts_;
-    // Said once per broke_every at most: a member that refuses every watch
-    // at once would otherwise write five lines a second.
-    if (auto now = std::chrono::steady_clock::now(); now >= next_broke_log) {
-      log(fmt::format("warning: the store's watch broke, resuming at revision {}: {}{}", watch_from_, error,
-                      broke_since ? fmt::format(" ({} more times in the last {} s)", broke_since,
-                                                std::chrono::duration_cast<std::chrono::seconds>(broke_every).count())
-                                  : ""));
-      next_broke_log = now + broke_every;
-      broke_since = 0;
-    } else {
-      ++broke_since;
-    }
+    log_broken_watch(error, broke_since, next_broke_log);
     if (!sleep_for(retry_every)) return;
+  }
+}
+
+bool link::history_compacted(const std::string& from, std::int64_t start) {
+  std::vector<kv> none;
+  std::int64_t at = 0;
+  std::string why;
+  if (!watcher_c_->range(from, {}, none, at, why, start, true) && why.find("compacted") != std::string::npos) {
+    log(fmt::format("store: the history after the snapshot (revision {}) was compacted; catching up from the "
+                    "keys as they are now",
+                    start - 1));
+    return true;
+  }
+  return false;
+}
+
+watch_end link::watch_prefix(const std::string& from, bool& fresh, std::string& error) {
+  return watcher_c_->watch(
+      from, prefix_end(from), watch_from_,
+      [this, &fresh](const std::vector<event>& evs) {
+        if (!evs.empty()) {
+          watch_from_ = evs.back().now.mod_revision + 1;
+          received_rev_ = evs.back().now.mod_revision;
+        }
+        fresh = false;
+        // Bounded: while the event loop is behind, the watch waits (and
+        // etcd with it, through TCP), rather than queue without end.
+        while (posted_ >= max_posted && !stopping_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        ++posted_;
+        cb_.post([this, evs] {
+          --posted_;
+          cb_.events(evs);
+        });
+        return true;
+      },
+      error,
+      // Nothing under the prefix up to rev: resume after it, so that a
+      // quiet prefix does not fall behind another tenant's compaction.
+      [this](std::int64_t rev) { watch_from_ = std::max(watch_from_, rev + 1); });
+}
+
+void link::log_broken_watch(const std::string& error, unsigned& broke_since,
+                            std::chrono::steady_clock::time_point& next_log) {
+  constexpr auto broke_every = std::chrono::seconds(10);
+  // Said once per broke_every at most: a member that refuses every watch
+  // at once would otherwise write five lines a second.
+  if (auto now = std::chrono::steady_clock::now(); now >= next_log) {
+    log(fmt::format("warning: the store's watch broke, resuming at revision {}: {}{}", watch_from_, error,
+                    broke_since ? fmt::format(" ({} more times in the last {} s)", broke_since,
+                                              std::chrono::duration_cast<std::chrono::seconds>(broke_every).count())
+                                : ""));
+    next_log = now + broke_every;
+    broke_since = 0;
+  } else {
+    ++broke_since;
   }
 }
 

@@ -149,6 +149,14 @@ class link {
   void writer_loop();
   void keeper_loop();
   void watcher_loop();
+  /// Whether etcd's history under from (the prefix) from revision start on is compacted (then said in the log).
+  bool history_compacted(const std::string& from, std::int64_t start);
+  /// Watches from (the prefix) from watch_from_ on, posting its events, until the watch ends (fresh: cleared
+  /// at the first response).
+  watch_end watch_prefix(const std::string& from, bool& fresh, std::string& error);
+  /// The watch broke: said in the log, at most once per 10 s (broke_since: how often since it was last said).
+  void log_broken_watch(const std::string& error, unsigned& broke_since,
+                        std::chrono::steady_clock::time_point& next_log);
   void janitor_loop();
   bool read_catch_up(client& c, catch_up& out, std::string& error);
   bool put_once(client& c, const std::string& key, const std::string& value, std::string& error);
