@@ -91,6 +91,17 @@ std::string check_fields(const journal_entry& e) {
   return {};
 }
 
+/// A gathered round's decide deadline (ms, as the wire bounds it).
+bool read_within(const json& w, journal_entry& e, std::string& error) {
+  if (e.what != journal_entry::kind::gathered || !w.is_number_unsigned() || w.get<std::uint64_t>() < 1 ||
+      w.get<std::uint64_t>() > proto::max_within_ms) {
+    error = "a decide deadline (within_ms) out of range, or not on a gathered round";
+    return false;
+  }
+  e.within = static_cast<millis>(w.get<std::uint64_t>());
+  return true;
+}
+
 }  // namespace
 
 std::optional<journal_entry> from_journal_line(std::string_view line, std::string& error) {
@@ -136,15 +147,7 @@ std::optional<journal_entry> from_journal_line(std::string_view line, std::strin
     if (j.contains("ranks"))
       for (const auto& r : j["ranks"])
         e.ranks.push_back(r.is_null() ? std::nullopt : std::optional<std::uint32_t>(r.get<std::uint32_t>()));
-    if (j.contains("within_ms")) {
-      const json& w = j["within_ms"];
-      if (e.what != journal_entry::kind::gathered || !w.is_number_unsigned() || w.get<std::uint64_t>() < 1 ||
-          w.get<std::uint64_t>() > proto::max_within_ms) {
-        error = "a decide deadline (within_ms) out of range, or not on a gathered round";
-        return std::nullopt;
-      }
-      e.within = static_cast<millis>(w.get<std::uint64_t>());
-    }
+    if (j.contains("within_ms") && !read_within(j["within_ms"], e, error)) return std::nullopt;
     if (e.what == journal_entry::kind::gathered) {
       // All n present, the chief among them: anything else is not a round this host wrote.
       bool ok = e.n && *e.n >= 1 && *e.n <= proto::max_n && e.ids.size() == *e.n && e.ranks.size() == e.ids.size() &&
