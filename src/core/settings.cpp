@@ -703,8 +703,11 @@ class resolver {
                                 show(d.job_var, job)));
       job = std::to_string(*id);
     } else if (d.job == job_rule::prefix) {
-      for (char& c : job)  // PBS array jobs: "1234[7].server"
-        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) c = '_';
+      for (char& c : job) {  // PBS array jobs: "1234[7].server"
+        // ASCII, whatever the locale (and no isalnum import: docs/performance.md)
+        bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+        if (!(alnum || c == '.' || c == '_' || c == '-')) c = '_';
+      }
       job.resize(std::min<std::size_t>(job.size(), 100));
     }
     std::string scope = fmt::format("{}-{}", d.kind == launcher_kind::k8s ? "k8s" : d.scope_prefix, job);

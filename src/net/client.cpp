@@ -22,6 +22,7 @@
 #include "peer_owner.h"
 #include "exit_codes.h"
 #include "munge_auth.h"
+#include "no_new_imports.h"
 #include "text.h"
 #include "version.h"
 
@@ -943,20 +944,19 @@ std::string aborted_text(const proto::aborted& a) {
 class signal_gate {
  public:
   signal_gate() {
-    sigemptyset(&set_);
-    for (int s : {SIGINT, SIGTERM, SIGWINCH}) sigaddset(&set_, s);
+    no_import::sig_empty(set_);
+    for (int s : {SIGINT, SIGTERM, SIGWINCH}) no_import::sig_add(set_, s);
     pthread_sigmask(SIG_BLOCK, &set_, &before_);
   }
   ~signal_gate() {
     sigset_t pending;
-    sigpending(&pending);
+    no_import::sig_pending(pending);
     for (int s : {SIGINT, SIGTERM, SIGWINCH})
-      if (sigismember(&pending, s) && !sigismember(&before_, s)) {
+      if (no_import::sig_has(pending, s) && !no_import::sig_has(before_, s)) {
         sigset_t one;
-        sigemptyset(&one);
-        sigaddset(&one, s);
-        int got = 0;
-        sigwait(&one, &got);
+        no_import::sig_empty(one);
+        no_import::sig_add(one, s);
+        no_import::sig_take(one);
       }
     pthread_sigmask(SIG_SETMASK, &before_, nullptr);
   }

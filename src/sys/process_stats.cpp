@@ -3,7 +3,8 @@
 // https://prometheus.io/docs/instrumenting/writing_clientlibs/#process-metrics).
 #include "process_stats.h"
 
-#include <dirent.h>
+#include "no_new_imports.h"
+
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -58,21 +59,17 @@ std::optional<metrics::process_stats> read_process_stats() {
   }
   if (i < 25) return std::nullopt;
   auto num = [](std::string_view v) { return std::strtoull(std::string(v).c_str(), nullptr, 10); };
-  double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
-  long page = ::sysconf(_SC_PAGESIZE);
+  static const no_import::aux sys = no_import::read_aux();  // sysconf's clock ticks and page size
+  double ticks = static_cast<double>(sys.clock_ticks);
+  long page = sys.page_size;
   if (ticks <= 0 || page <= 0) return std::nullopt;
   metrics::process_stats p;
   p.cpu_seconds = static_cast<double>(num(f[14]) + num(f[15])) / ticks;
   p.virtual_bytes = num(f[23]);
   p.resident_bytes = num(f[24]) * static_cast<std::uint64_t>(page);
   if (auto boot = boot_time()) p.start_time_seconds = *boot + static_cast<double>(num(f[22])) / ticks;
-  if (DIR* d = ::opendir("/proc/self/fd")) {
-    std::uint64_t n = 0;
-    while (dirent* e = ::readdir(d))
-      if (e->d_name[0] != '.') ++n;
-    ::closedir(d);
-    p.open_fds = n > 0 ? n - 1 : 0;  // not the directory's own descriptor
-  }
+  if (auto n = no_import::count_entries("/proc/self/fd"))
+    p.open_fds = *n > 0 ? *n - 1 : 0;  // not the directory's own descriptor
   rlimit rl{};
   if (::getrlimit(RLIMIT_NOFILE, &rl) == 0) p.max_fds = rl.rlim_cur;
   return p;

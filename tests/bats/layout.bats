@@ -78,3 +78,13 @@ EOF
   echo "# NEEDED: $needed" >&3
   [[ $needed =~ ^(ld-linux[^ ]*\ )?libc\.so\.6\ (ld-linux[^ ]*\ )?$ ]] || { echo "needs: $needed" >&2; false; }
 }
+
+@test "the binary imports no libc symbol beyond bench/imports.txt (each is looked up at every start: BIND_NOW)" {
+  # 13 came in unnoticed with the metrics and status --watch (opendir,
+  # sigwait, tcsetattr, ...): +3.8% instructions for every start. Use
+  # src/sys/no_new_imports.h, or add the name here on purpose (and measure
+  # with bench/startup-cost.sh).
+  local allowed=$BATS_TEST_DIRNAME/../../bench/imports.txt extra
+  extra=$(nm -D --undefined-only "$TFB" | awk '{print $NF}' | sort | comm -23 - <(grep -v '^#' "$allowed" | sort))
+  [ -z "$extra" ] || { echo "new imports: $extra" >&2; false; }
+}

@@ -14,6 +14,7 @@
 
 #include "cmd/common.h"
 #include "exit_codes.h"
+#include "no_new_imports.h"
 #include "text.h"
 #include "watch_view.h"
 #ifndef TFB_NO_CLI
@@ -91,7 +92,7 @@ std::string clock_now() {
 class terminal {
  public:
   explicit terminal(bool keys) {
-    if (keys && ::tcgetattr(0, &before_) == 0) {
+    if (keys && no_import::term_get(0, before_)) {
       struct termios raw = before_;
       raw.c_lflag &= static_cast<tcflag_t>(~(ICANON | ECHO));
       raw.c_cc[VMIN] = 1;
@@ -99,9 +100,9 @@ class terminal {
       // Keys are read on a descriptor of our own: the reader makes it
       // non-blocking, which on fd 0 would make the shared stdout so too (and
       // a large frame would be cut short).
-      const char* path = ::ttyname(0);
-      fd_ = path ? ::open(path, O_RDONLY | O_NOCTTY | O_CLOEXEC) : -1;
-      keys_ = fd_ >= 0 && ::tcsetattr(0, TCSANOW, &raw) == 0;
+      auto path = no_import::tty_path(0);
+      fd_ = path ? ::open(path->c_str(), O_RDONLY | O_NOCTTY | O_CLOEXEC) : -1;
+      keys_ = fd_ >= 0 && no_import::term_set(0, raw);
     }
   }
   ~terminal() { leave(); }
@@ -128,7 +129,7 @@ class terminal {
     }
     if (keys_) {
       keys_ = false;
-      ::tcsetattr(0, TCSANOW, &before_);
+      no_import::term_set(0, before_);
     }
     if (fd_ >= 0) {
       ::close(fd_);
