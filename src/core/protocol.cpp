@@ -3,6 +3,8 @@
 #include <charconv>
 #include <fmt/format.h>
 
+#include "text.h"
+
 namespace tfb::proto {
 namespace {
 
@@ -136,17 +138,8 @@ std::string text_problem(std::string_view s) {
       ++i;
       continue;
     }
-    // UTF-8 (RFC 3629): the shortest form, no surrogates, at most U+10FFFF.
-    std::size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-    std::uint32_t cp = len == 2 ? c & 0x1fu : len == 3 ? c & 0x0fu : c & 0x07u;
-    bool ok = len != 0 && i + len <= s.size();
-    for (std::size_t k = 1; ok && k < len; ++k) {
-      auto cc = static_cast<unsigned char>(s[i + k]);
-      ok = (cc & 0xc0) == 0x80;
-      cp = (cp << 6) | (cc & 0x3fu);
-    }
-    ok = ok && !(len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) && !(len == 4 && (cp < 0x10000 || cp > 0x10ffff));
-    if (!ok) return fmt::format("is not valid UTF-8 (byte \\x{:02x} at {})", c, i);
+    auto [len, cp] = decode_utf8(s, i);
+    if (len == 0) return fmt::format("is not valid UTF-8 (byte \\x{:02x} at {})", c, i);
     if (cp >= 0x80 && cp <= 0x9f)  // C1 controls: some terminals take U+009B as an escape
       return fmt::format("holds a control character (U+{:04X} at byte {}); use one line of printable text", cp, i);
     i += len;

@@ -23,6 +23,29 @@ void print(std::FILE* f, fmt::format_string<T...> format, T&&... args) {
   if (std::fwrite(buf.data(), 1, buf.size(), f) != buf.size()) std::clearerr(f);
 }
 
+/// One UTF-8 sequence at s[i], whose first byte is 0x80 or above (RFC 3629:
+/// the shortest form, no surrogates, at most U+10FFFF): its length and code
+/// point, or length 0 when it is not valid there. The one decoder of
+/// printable(), quote_text() and proto::text_problem().
+struct utf8_char {
+  std::size_t len = 0;
+  std::uint32_t cp = 0;
+};
+inline utf8_char decode_utf8(std::string_view s, std::size_t i) {
+  auto c = static_cast<unsigned char>(s[i]);
+  std::size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+  std::uint32_t cp = len == 2 ? c & 0x1fu : len == 3 ? c & 0x0fu : c & 0x07u;
+  bool ok = len != 0 && i + len <= s.size();
+  for (std::size_t k = 1; ok && k < len; ++k) {
+    auto cc = static_cast<unsigned char>(s[i + k]);
+    ok = (cc & 0xc0) == 0x80;
+    cp = (cp << 6) | (cc & 0x3fu);
+  }
+  ok = ok && !(len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) &&
+       !(len == 4 && (cp < 0x10000 || cp > 0x10ffff));
+  return ok ? utf8_char{len, cp} : utf8_char{};
+}
+
 namespace detail {
 
 /// The one escaper behind printable() and quote_text(): appends s to out
@@ -55,18 +78,8 @@ inline void append_printable(std::string& out, std::string_view s, bool keep_new
       ++i;
       continue;
     }
-    // UTF-8 (RFC 3629): the shortest form, no surrogates, at most U+10FFFF.
-    std::size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-    std::uint32_t cp = len == 2 ? c & 0x1fu : len == 3 ? c & 0x0fu : c & 0x07u;
-    bool ok = len != 0 && i + len <= s.size();
-    for (std::size_t k = 1; ok && k < len; ++k) {
-      auto cc = static_cast<unsigned char>(s[i + k]);
-      ok = (cc & 0xc0) == 0x80;
-      cp = (cp << 6) | (cc & 0x3fu);
-    }
-    ok = ok && !(len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) &&
-         !(len == 4 && (cp < 0x10000 || cp > 0x10ffff));
-    if (!ok) {  // one byte at a time: what follows may be good again
+    auto [len, cp] = decode_utf8(s, i);
+    if (len == 0) {  // one byte at a time: what follows may be good again
       out += fmt::format("\\x{:02x}", c);
       ++i;
       continue;

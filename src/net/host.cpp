@@ -254,7 +254,10 @@ class session : public std::enable_shared_from_this<session> {
     held_ = false;
     flush();
   }
-  void stop();
+  /// Closes the connection and tells the barriers it went. peer_closed: the
+  /// participant closed first (its FIN read, nothing left unread), so close()
+  /// alone sends ours; otherwise shutdown() first, so that it gets a FIN.
+  void stop(bool peer_closed = false);
   /// Closes a connection that has not authenticated, to make room: ERR BUSY
   /// if the kernel takes it at once (nothing waits for a slow reader).
   void evict(const std::string& text) {
@@ -377,17 +380,30 @@ class server {
     }
   }
   /// Sends the replies of one step (and logs its events); the host was active.
+  static bool same_line(const proto::release& a, const proto::release& b) {
+    return a.gen == b.gen && a.v == b.v && a.delivered == b.delivered && a.name == b.name && a.message == b.message;
+  }
   void send_all(output& out) {
     for (auto& d : out.deadlines) arm_decide_deadline(std::move(d));
     out.deadlines.clear();
     count_ended(out);  // metrics (issue 21)
     for (auto& line : out.log) event(line);
+    // A release tells every member the same line: formatted once.
+    const proto::release* formatted = nullptr;
+    std::string line;
     for (auto& e : out.sends) {
       auto it = sessions_.find(e.to);
       if (it == sessions_.end()) continue;
       bool close = false;
       if (auto* er = std::get_if<proto::error_reply>(&e.msg)) close = proto::closes_connection(er->kind);
-      it->second->send(proto::format_reply(e.msg), close);
+      auto* rel = std::get_if<proto::release>(&e.msg);
+      if (!rel) {
+        it->second->send(proto::format_reply(e.msg), close);
+        continue;
+      }
+      if (!formatted || !same_line(*formatted, *rel)) line = proto::format_reply(e.msg);
+      formatted = rel;
+      it->second->send(line, close);
     }
     out.sends.clear();
     out.log.clear();
@@ -770,11 +786,13 @@ void session::flush() {
   });
 }
 
-void session::stop() {
+void session::stop(bool peer_closed) {
   if (stopped_) return;
   stopped_ = true;
   asio::error_code ec;
-  socket_.shutdown(tcp::socket::shutdown_both, ec);
+  // After a release every participant closes at once: one system call less
+  // each, while the last of them still read their RELEASE (bench/fanout.sh).
+  if (!peer_closed) socket_.shutdown(tcp::socket::shutdown_both, ec);
   socket_.close(ec);
   handshake_timer_.cancel();
   if (munge_) {  // its result, late or not, is dropped (munge_finished)
@@ -804,7 +822,7 @@ void session::on_readable(asio::error_code ec) {
   if (ec == asio::error::would_block || ec == asio::error::try_again) return read_more();
   if (ec) {
     // EOF, reset, or closed by stop(): the participant is gone.
-    if (!close_after_flush_) stop();
+    if (!close_after_flush_) stop(ec == asio::error::eof);
     return;
   }
   last_heard_ = std::chrono::steady_clock::now();
