@@ -1,5 +1,8 @@
 // The TCP backend of the participant's side. One io_context per call, one
 // connection, a timer for every deadline, a signal_set for SIGINT/SIGTERM.
+// wait, decide and abort are driven by their machine (core/client_call.h):
+// this file does what it asks and feeds it what happens; its result goes to
+// the CLI as data (cli/outcome_text.h says it in words).
 #include "client.h"
 
 #include <pwd.h>
