@@ -11,7 +11,6 @@
 // sentences: src/cli/ says each result in words and picks its exit code.
 // client.cpp keeps the sockets, the timers, the signals and the command.
 #include <algorithm>
-#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -170,7 +169,7 @@ class client_call {
 
   bool done() const { return done_; }
   bool timing_out() const { return firing_; }
-  /// Whether a result is a withdrawal the host confirmed (for tests and the fuzzer).
+  /// What a signal ends the call with while its LEAVE awaits LEFT (for tests and the fuzzer).
   const std::optional<call_result>& interrupting() const { return interrupting_; }
 
  private:
