@@ -1,5 +1,8 @@
 // The TCP backend of the participant's side. One io_context per call, one
 // connection, a timer for every deadline, a signal_set for SIGINT/SIGTERM.
+// wait, decide and abort are driven by their machine (core/client_call.h):
+// this file does what it asks and feeds it what happens; its result goes to
+// the CLI as data (cli/outcome_text.h says it in words).
 #include "client.h"
 
 #include <pwd.h>
@@ -61,14 +64,14 @@ struct conn_end {
 
 /// What a request does with each reply; returns an outcome when the call is over.
 using reply_handler = std::function<std::optional<outcome>(const proto::reply&)>;
-/// How long an interrupted call waits for the host to answer its LEAVE.
-constexpr duration interrupt_grace = std::chrono::seconds(1);
+/// What a call (client::client_call) asks done after an event.
+using step_handler = std::function<void(client::call_step)>;
 
 class engine {
  public:
   explicit engine(const connect_options& o)
-      : o_(o), socket_(io_), signals_(io_, SIGINT, SIGTERM), deadline_(io_), timeout_(io_), progress_(io_),
-        keepalive_(io_), interrupt_grace_(io_), reply_deadline_(io_) {}
+      : o_(o), socket_(io_), signals_(io_, SIGINT, SIGTERM), deadline_(io_), progress_(io_), keepalive_(io_),
+        reply_deadline_(io_) {}
 
   /// A call that survives a lost connection: reconnect, send the same request
   /// again (same id), and keep the host's liveness in check with PINGs.
@@ -82,6 +85,15 @@ class engine {
   bool connected() const { return connected_ && (greeted_ || pipelined_); }
   /// The request went out on some connection: the host may have counted it.
   bool request_sent() const { return sent_; }
+  client::link_state link() const { return client::link_state{connected(), request_sent()}; }
+  /// The time since the engine was made, for a call's progress.
+  duration elapsed() const { return std::chrono::duration_cast<duration>(clock::now() - start_); }
+  /// wait, decide, abort: the call's machine decides what replies, signals and
+  /// lost connections mean, and what the call ends with; `apply` does what it asks.
+  void drive(client::client_call* call, step_handler apply) {
+    call_ = call;
+    apply_ = std::move(apply);
+  }
 
   /// Connects, sends HELLO and `request`, and feeds every reply to `handler`.
   outcome run(const std::string& request, reply_handler handler) {
@@ -95,19 +107,18 @@ class engine {
   void write(std::string bytes) { write_sealed(conn_ ? conn_->seal(std::move(bytes)) : std::move(bytes)); }
   void finish(outcome o) {
     if (result_) return;
+    if (call_ && !o.result) {  // the connection's own end: the call says what it ends with
+      auto step = call_->fail(o.exit_code, o.err);
+      if (step.result) return apply_(std::move(step));
+    }
     if (on_finish_) on_finish_();
-    // Once interrupted, the call ends as interrupted whatever ends it (LEFT,
-    // the release that came first, an error, a lost connection).
-    if (interrupting_ && o.exit_code != interrupting_->exit_code) o = *interrupting_;
     result_ = std::move(o);
     asio::error_code ec;
     socket_.close(ec);
     signals_.cancel();
     deadline_.cancel();
-    timeout_.cancel();
     progress_.cancel();
     keepalive_.cancel();
-    interrupt_grace_.cancel();
     reply_deadline_.cancel();
     if (keys_) keys_->cancel(ec);
   }
@@ -157,26 +168,7 @@ class engine {
     io_.run();
     return result_;
   }
-  asio::steady_timer& timeout_timer() { return timeout_; }
   asio::steady_timer& progress_timer() { return progress_; }
-  const std::string& addr() const { return o_.addr; }
-  /// What an interrupted call adds to "interrupted by SIG": s once the host
-  /// confirmed the withdrawal (LEFT), and unconfirmed otherwise (if not
-  /// empty, else s): no participant says it left while it may still count.
-  void set_interrupt_note(std::string s, std::string unconfirmed = {}) {
-    interrupt_note_ = std::move(s);
-    interrupt_unconfirmed_note_ = std::move(unconfirmed);
-  }
-  std::string interrupted_text(bool confirmed) const {
-    return fmt::format("interrupted by {}{}", interrupt_signal_,
-                       confirmed || interrupt_unconfirmed_note_.empty() ? interrupt_note_ : interrupt_unconfirmed_note_);
-  }
-  /// On SIGINT or SIGTERM, send LEAVE and end once the host has answered it,
-  /// so that the host logs a withdrawal, not a lost connection.
-  void leave_on_interrupt() { leave_on_interrupt_ = true; }
-  /// The outcome of a signal whose LEAVE is on its way, if any, and that signal's name.
-  const std::optional<outcome>& interrupting() const { return interrupting_; }
-  const char* interrupt_signal() const { return interrupt_signal_; }
 
  private:
   /// Queues bytes the connection has already sealed (or that need no seal).
@@ -206,20 +198,13 @@ class engine {
         return;
       }
       bool term = sig == SIGTERM;
-      interrupt_signal_ = term ? "SIGTERM" : "SIGINT";
-      outcome o{term ? exit_code::interrupted_term : exit_code::interrupted_int, "", interrupted_text(false)};
-      if (interrupting_ || !leave_on_interrupt_ || !connected()) {
-        finish(std::move(o));  // a second signal, or nothing to send: end now
+      if (!call_) {  // status, report: nothing to withdraw
+        finish(outcome{term ? exit_code::interrupted_term : exit_code::interrupted_int, "",
+                       term ? "interrupted by SIGTERM" : "interrupted by SIGINT"});
         return;
       }
-      interrupting_ = std::move(o);
-      write(proto::format_request(proto::leave{}));
-      // A frozen host, or a dead link, must not hold an interrupted process for long.
-      interrupt_grace_.expires_after(interrupt_grace);
-      interrupt_grace_.async_wait([this](asio::error_code ec2) {
-        if (!ec2 && !done()) finish(*interrupting_);
-      });
-      await_signal();
+      apply_(call_->signal(term ? client::interrupt_signal::sigterm : client::interrupt_signal::sigint, link()));
+      if (!done()) await_signal();
     });
   }
 
@@ -267,7 +252,7 @@ class engine {
     std::uint32_t seed;
     auth::fill_random(&seed, sizeof seed);
     std::mt19937 rng(seed);
-    auto backoff = 50ms;
+    client::backoff tries(50ms, 1s);
     bool first = true;
     std::string last_error = "no attempt";
     while (!done()) {
@@ -301,17 +286,14 @@ class engine {
         }
       }
       first = false;
-      auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
-          backoff * std::uniform_real_distribution<double>(0.5, 1.5)(rng));
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up_at - clock::now());
-      if (timed_out_connecting_ || left <= 0ms) {
+      auto left = std::chrono::duration_cast<duration>(give_up_at - clock::now());
+      auto wait = tries.next(std::uniform_real_distribution<double>(0.5, 1.5)(rng), left);
+      if (timed_out_connecting_ || !wait) {
         finish(unreachable(last_error));
         co_return false;
       }
-      wait = std::min(wait, left);  // one last try at the deadline
-      asio::steady_timer t(io_, wait);
+      asio::steady_timer t(io_, *wait);
       co_await t.async_wait(asio::redirect_error(use_awaitable, ec));
-      backoff = std::min<std::chrono::milliseconds>(backoff * 2, 1s);
     }
     co_return false;
   }
@@ -353,9 +335,9 @@ class engine {
     for (;;) {
       conn_end end = co_await session(request);
       if (done()) co_return;
-      if (interrupting_) {  // the connection went with the withdrawal on its way: gone is gone
-        finish(*interrupting_);
-        co_return;
+      if (call_) {  // an interrupted call whose withdrawal was on its way ends here
+        apply_(call_->lost());
+        if (done()) co_return;
       }
       if (end.k == conn_end::kind::busy && !co_await back_off_busy(end.why)) co_return;
       bool lost = end.k == conn_end::kind::lost;
@@ -385,18 +367,16 @@ class engine {
       tfb::print(stderr, "tfbarrier: the host at {} is busy ({}); trying again for up to {}\n", o_.addr, printable(why),
                  format_duration(o_.connect_timeout));
     busy_ = why;
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(budget_from_ + o_.connect_timeout - clock::now());
-    if (left <= 0ms) {
-      finish(unreachable(""));
-      co_return false;
-    }
+    auto left = std::chrono::duration_cast<duration>(budget_from_ + o_.connect_timeout - clock::now());
     std::uint32_t seed;
     auth::fill_random(&seed, sizeof seed);
     std::mt19937 rng(seed);
-    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
-        busy_backoff_ * std::uniform_real_distribution<double>(0.5, 1.5)(rng));
-    busy_backoff_ = std::min<std::chrono::milliseconds>(busy_backoff_ * 2, 1s);
-    asio::steady_timer t(io_, std::min(wait, left));
+    auto wait = busy_backoff_.next(std::uniform_real_distribution<double>(0.5, 1.5)(rng), left);
+    if (!wait) {
+      finish(unreachable(""));
+      co_return false;
+    }
+    asio::steady_timer t(io_, *wait);
     asio::error_code ec;
     co_await t.async_wait(asio::redirect_error(use_awaitable, ec));
     co_return !done();
@@ -477,13 +457,14 @@ class engine {
         if (resumable_) ping_loop();
         return false;
       case client::conn_event::reply:
-        // LEFT answers an interrupted participant's LEAVE: only now may it
-        // say that it withdrew (issue #31 item 5).
-        if (interrupting_ && std::holds_alternative<proto::left>(*out.reply)) interrupting_->err = interrupted_text(true);
         if (!acknowledged_) {
           // The host has answered the request: the connect budget is spent no more.
           acknowledged_ = true;
           deadline_.cancel();
+        }
+        if (call_) {
+          apply_(call_->reply(*out.reply, link(), elapsed()));
+          return done();
         }
         if (auto o = handler_(*out.reply)) {
           finish(std::move(*o));
@@ -581,7 +562,7 @@ class engine {
   asio::io_context io_{1};
   tcp::socket socket_;
   asio::signal_set signals_;
-  asio::steady_timer deadline_, timeout_, progress_, keepalive_, interrupt_grace_;
+  asio::steady_timer deadline_, progress_, keepalive_;
   asio::steady_timer reply_deadline_;  ///< for the end of a multi-line reply that has begun
   std::optional<asio::posix::stream_descriptor> keys_;  ///< status --watch: the terminal's keys
   std::array<char, 64> key_buf_{};
@@ -595,7 +576,7 @@ class engine {
   bool pipelined_ = false, no_pipeline_ = false;
   bool peer_loopback_ = false;
   std::string busy_;  // the host's words when it last answered BUSY ("": never)
-  std::chrono::milliseconds busy_backoff_{100};  // the address connected to is this machine's (address.h)
+  client::backoff busy_backoff_{std::chrono::milliseconds(100), std::chrono::seconds(1)};  // the address connected to is this machine's (address.h)
   std::uint64_t conn_gen_ = 0;  ///< which connection the write queue belongs to
   std::string lost_;            ///< why the last connection was lost, for the final message
   bool connected_ = false;
@@ -611,11 +592,10 @@ class engine {
   bool timed_out_connecting_ = false;
   bool acknowledged_ = false;                  // the host answered the request on this connection
   clock::time_point budget_from_ = clock::now();  // when the --connect-timeout budget started
-  std::string interrupt_note_, interrupt_unconfirmed_note_;
-  bool leave_on_interrupt_ = false;
-  const char* interrupt_signal_ = "";
-  std::optional<outcome> interrupting_;  ///< what a signal ends the call with, once its LEAVE is answered
   std::function<void()> on_finish_;
+  client::client_call* call_ = nullptr;  ///< wait, decide, abort: the call's machine (call_driver's)
+  step_handler apply_;
+  clock::time_point start_ = clock::now();
 };
 
 /// The chief's --decide-by command on the call's io_context: its stdout read
@@ -705,239 +685,70 @@ class decider {
   char buf_[4096];
 };
 
-std::string join_members(const proto::barrier_info& b) {
-  std::string s;
-  std::size_t shown = 0;
-  for (const auto& m : b.members) {
-    if (shown == 20) {
-      s += fmt::format(", and {} more", b.members.size() - shown);
-      break;
-    }
-    if (!s.empty()) s += ", ";
-    s += m.rank ? fmt::format("rank {} ({} pid {})", *m.rank, m.host, m.pid) : fmt::format("{} pid {}", m.host, m.pid);
-    ++shown;
-  }
-  return s;
-}
-
-/// How the missing ones left: "rank 4 disconnected 5s ago (node2 pid 77)", and who never arrived.
-std::string describe_gone(const proto::barrier_info& b) {
-  std::string s;
-  std::vector<std::string> seen;
-  std::vector<std::uint32_t> left_ranks;
-  for (auto it = b.gone.rbegin(); it != b.gone.rend(); ++it) {
-    const auto& g = *it;
-    // A rank that came back is present again; a rank that left twice is told once (the latest).
-    bool present = std::any_of(b.members.begin(), b.members.end(),
-                               [&](const auto& m) { return g.rank && m.rank == g.rank; });
-    std::string who = g.rank ? fmt::format("rank {}", *g.rank) : fmt::format("{} pid {}", g.host, g.pid);
-    if (present || std::find(seen.begin(), seen.end(), who) != seen.end()) continue;
-    seen.push_back(who);
-    if (g.rank) left_ranks.push_back(*g.rank);
-    std::string_view how = g.how == proto::departure::unresponsive ? "stopped answering (unreachable or stopped)"
-                           : g.how == proto::departure::lost       ? "was lost with the host of its node"
-                                                                   : proto::to_string(g.how);
-    s += fmt::format("{}{} {} {} ago", s.empty() ? "" : ", ", who, how, format_duration(duration(g.ago_ms)));
-    if (g.rank) s += fmt::format(" ({} pid {})", g.host, g.pid);
-  }
-  std::string out = s.empty() ? std::string() : "; left: " + s;
-  if (b.missing && !b.missing->empty()) {
-    bool cut = false;
-    std::vector<std::uint32_t> never;
-    for (std::uint32_t r : proto::expand_ranges(*b.missing, cut))
-      if (std::find(left_ranks.begin(), left_ranks.end(), r) == left_ranks.end()) never.push_back(r);
-    if (!never.empty() || cut)
-      out += fmt::format("; never arrived: rank{} {}", never.size() == 1 && !cut ? "" : "s",
-                         proto::format_ranges(never, proto::max_missing_ranges) + (cut ? ",+" : ""));
-  }
-  return out;
-}
-
-/// "K/N arrived" and who is missing, for a timeout's message.
-std::string arrived_text(const proto::barrier_info& b) {
-  std::string s = fmt::format("{}/{} arrived", b.arrived, b.n ? std::to_string(*b.n) : "?");
-  if (b.state == proto::round_state::gathered)
-    s += "; everyone had arrived, and the round was waiting for the chief's verdict (tfbarrier decide)";
-  else if (b.missing && !b.missing->empty())
-    s += fmt::format("; missing ranks {}", *b.missing);
-  return s;
-}
-
 /// The most `report` holds of a host's history, all pages together (as
 /// proto::reply_reader::cost counts): 512 MiB, some 20 times a history of
 /// the default 1,000,000 arrivals (serve --history; an arrival is about 20
 /// bytes of an ARR line).
 constexpr std::size_t max_history_bytes = 8 * proto::max_reply_bytes;
 
-/// How long a timed-out participant waits for the host to confirm its LEAVE.
-constexpr duration leave_grace = 2s;
-
-/// The timeout that wait and decide share. Once it passes: while reconnecting,
-/// end at once; else send the withdrawal and give the host leave_grace to
-/// answer it (one that has stopped answering, frozen or behind a dead link,
-/// must not keep us past the timeout for long). The reply to the withdrawal
-/// ends the call: the caller's reply handler sees it while firing(). For
-/// wait, only that reply (LEFT) says the participant is counted no more:
-/// the other two ends exit 75, never 124 (issue #31 item 5).
-class call_timeout {
+/// Drives a client::client_call (wait, decide, abort) on an engine: its
+/// timers on the call's io_context, its replies, signals and lost
+/// connections in, what it asks done. What the call means is the machine's.
+class call_driver {
  public:
-  explicit call_timeout(engine& e) : e_(e) {}
-  bool armed() const { return armed_; }
-  bool firing() const { return firing_; }
+  call_driver(engine& e, client::call_config c, const wait_options* wo)
+      : e_(e), call_(std::move(c)), wo_(wo),
+        timers_{asio::steady_timer(e.io()), asio::steady_timer(e.io()), asio::steady_timer(e.io()),
+                asio::steady_timer(e.io())} {}
+  call_driver(const call_driver&) = delete;
+  call_driver& operator=(const call_driver&) = delete;
 
-  /// withdraw() -> the request lines to send; reconnecting() and unanswered()
-  /// -> the outcomes (reconnecting() may give none: then the timeout stands
-  /// down, disarmed, and may be armed again).
-  template <class Withdraw, class Reconnecting, class Unanswered>
-  void arm(duration after, Withdraw withdraw, Reconnecting reconnecting, Unanswered unanswered) {
-    armed_ = true;
-    e_.timeout_timer().expires_after(after);
-    e_.timeout_timer().async_wait([this, withdraw, reconnecting, unanswered](asio::error_code ec) {
+  /// Called once when the call ends, before its timers are cancelled.
+  void on_finish(std::function<void()> f) { on_finish_ = std::move(f); }
+  /// wait --decide-by: run the chief's command (once).
+  void on_decide_by(std::function<void(const proto::all_here&)> f) { decide_by_ = std::move(f); }
+
+  outcome run(const std::string& request) {
+    e_.on_finish([this] {
+      if (on_finish_) on_finish_();
+      for (auto& t : timers_) t.cancel();
+    });
+    e_.drive(&call_, [this](client::call_step s) { apply(std::move(s)); });
+    apply(call_.start());
+    return e_.run(request, nullptr);
+  }
+
+  void apply(client::call_step s) {
+    if (!s.send.empty()) e_.write(std::move(s.send));
+    for (auto [t, after] : s.arm) arm(t, after);
+    if (s.report && wo_ && wo_->on_progress) wo_->on_progress(*s.report);
+    if (s.note && wo_ && wo_->on_note) wo_->on_note(*s.note);
+    if (s.run_decide_by && decide_by_) decide_by_(*s.run_decide_by);
+    if (s.result) {
+      outcome o;
+      o.result = std::move(s.result);
+      e_.finish(std::move(o));
+    }
+  }
+  client::client_call& call() { return call_; }
+
+ private:
+  void arm(client::call_timer which, duration after) {
+    auto& t = timers_[static_cast<std::size_t>(which)];
+    t.expires_after(after);
+    t.async_wait([this, which](asio::error_code ec) {
       if (ec || e_.done()) return;
-      firing_ = true;
-      if (!e_.connected()) {
-        if (std::optional<outcome> o = reconnecting()) {
-          e_.finish(std::move(*o));
-        } else {
-          firing_ = armed_ = false;
-        }
-        return;
-      }
-      e_.write(withdraw());
-      e_.timeout_timer().expires_after(leave_grace);
-      e_.timeout_timer().async_wait([this, unanswered](asio::error_code ec2) {
-        if (!ec2 && !e_.done()) e_.finish(unanswered());
-      });
-    });
-  }
-
- private:
-  engine& e_;
-  bool armed_ = false;
-  bool firing_ = false;
-};
-
-/// Shared by wait and decide: periodic progress and a withdrawing timeout.
-class waiter {
- public:
-  waiter(engine& e, std::string scope, std::string name, const wait_options& o)
-      : e_(e), scope_(std::move(scope)), name_(std::move(name)), o_(o), start_(clock::now()) {}
-
-  /// Arms --timeout at the start of the call (issue #31 item 7): it runs
-  /// from when the arrival is sent, not from the host's WAITING, which a host
-  /// whose store does not answer (etcd away, its member frozen) never sends.
-  /// Until the arrival has gone out, connecting is --connect-timeout's to
-  /// bound: a timeout that passes then stands down and starts again at the
-  /// WAITING (so `--timeout 0` still checks once, after arriving).
-  void start() { arm(); }
-
-  void arrived(std::uint64_t gen) {
-    gen_ = gen;
-    if (timeout_.firing()) {  // came back after a reconnect while timing out: withdraw now
-      e_.write(withdrawal());
-      return;
-    }
-    if (!timeout_.armed()) arm();  // it stood down before the arrival went out
-    if (progressing_) return;
-    progressing_ = true;
-    if (o_.progress_every && o_.on_progress) schedule_progress();
-  }
-
-  /// Handles STATUS and LEFT replies; nullopt when not one of those, or not final.
-  std::optional<std::optional<outcome>> handle(const proto::reply& r) {
-    if (auto* st = std::get_if<proto::status_reply>(&r)) {
-      const proto::barrier_info* mine = nullptr;
-      for (const auto& b : st->barriers)
-        if (b.gen == gen_ && b.name == name_) mine = &b;
-      if (timeout_.firing()) {
-        last_ = mine ? std::optional(*mine) : std::nullopt;
-      } else if (mine && o_.on_progress) {
-        o_.on_progress(progress{name_, gen_, mine->arrived, mine->n, mine->missing, elapsed(),
-                                mine->state == proto::round_state::gathered});
-      }
-      return std::optional<outcome>{};
-    }
-    if (std::holds_alternative<proto::left>(r)) {
-      std::string text = fmt::format("timed out after {} waiting at {}", format_duration(*o_.timeout), where());
-      if (last_) {
-        text += ": " + arrived_text(*last_);
-        if (!last_->members.empty()) text += fmt::format("; arrived: {}", join_members(*last_));
-        text += describe_gone(*last_);
-      }
-      return std::optional<outcome>{outcome{exit_code::timed_out, "", text}};
-    }
-    return std::nullopt;
-  }
-
-  duration elapsed() const { return std::chrono::duration_cast<duration>(clock::now() - start_); }
-
- private:
-  /// The timeout passed and no LEFT confirmed the withdrawal: exit 75.
-  outcome unconfirmed(const std::string& why) const {
-    std::string text = fmt::format("timed out after {} waiting at {}, {}: this participant may "
-                                   "still be counted in the round, and the others released with it (exit {}, not "
-                                   "{}). Treat its outcome as unknown: `tfbarrier status --name {}` shows whom the "
-                                   "round counts",
-                                   format_duration(*o_.timeout), where(), why, exit_code::unconfirmed,
-                                   exit_code::timed_out, name_);
-    if (last_) text += "; the host's last status: " + arrived_text(*last_);
-    return outcome{exit_code::unconfirmed, "", text};
-  }
-
-  void arm() {
-    if (!o_.timeout) return;
-    timeout_.arm(
-        *o_.timeout, [this] { return withdrawal(); },
-        // No LEFT: the host may still count this participant (its LEAVE
-        // never went out, or was not applied: a host cut off from its
-        // store cannot write it), and release the others with it. It
-        // must not exit with the code of a withdrawal (124).
-        [this]() -> std::optional<outcome> {
-          if (!e_.request_sent()) return std::nullopt;  // still connecting: --connect-timeout's
-          return unconfirmed(fmt::format("while reconnecting to the host at {}, so the withdrawal could not be "
-                                         "sent",
-                                         e_.addr()));
-        },
-        [this] {
-          return unconfirmed(fmt::format("the host at {} did not confirm the withdrawal within {} (it may be cut "
-                                         "off from its store, or have stopped answering)",
-                                         e_.addr(), format_duration(leave_grace)));
-        });
-  }
-
-  /// "barrier NAME (round GEN)", or without the round before the host said which.
-  std::string where() const {
-    return gen_ ? fmt::format("barrier {} (round {})", name_, gen_) : fmt::format("barrier {}", name_);
-  }
-
-  /// STATUS first, for the timeout's message; the host answers a LEAVE at once.
-  std::string withdrawal() const {
-    return proto::format_request(proto::status_req{scope_, name_, true}) + proto::format_request(proto::leave{"timeout"});
-  }
-
-  void schedule_progress() {
-    e_.progress_timer().expires_after(*o_.progress_every);
-    e_.progress_timer().async_wait([this](asio::error_code ec) {
-      if (ec || e_.done() || timeout_.firing()) return;
-      e_.write(proto::format_request(proto::status_req{scope_, name_, false}));
-      schedule_progress();
+      apply(call_.timer(which, e_.link(), e_.elapsed()));
     });
   }
 
   engine& e_;
-  std::string scope_, name_;
-  const wait_options& o_;
-  clock::time_point start_;
-  std::uint64_t gen_ = 0;
-  bool progressing_ = false;  // progress reports scheduled (from the first WAITING)
-  call_timeout timeout_{e_};
-  std::optional<proto::barrier_info> last_;
+  client::client_call call_;
+  const wait_options* wo_;
+  std::array<asio::steady_timer, client::call_timers> timers_;
+  std::function<void()> on_finish_;
+  std::function<void(const proto::all_here&)> decide_by_;
 };
-
-std::string aborted_text(const proto::aborted& a) {
-  return fmt::format("barrier {} (round {}) was aborted{}{}", a.name, a.gen, a.reason.empty() ? "" : ": ", a.reason);
-}
-
 // SIGINT, SIGTERM and SIGWINCH held blocked while closed; on destruction
 // the ones that came meanwhile are taken (they were meant for the call that
 // ended) and the mask is as before.
@@ -976,158 +787,81 @@ class tcp_coordinator final : public coordinator {
   outcome wait(const proto::arrive& a, const wait_options& wo) override {
     engine e(o_);
     e.set_resumable(o_.keepalive);
-    waiter w(e, a.scope, a.name, wo);
-    w.start();
+    client::call_config c;
+    c.k = client::call_kind::wait;
+    c.addr = o_.addr;
+    c.scope = a.scope;
+    c.name = a.name;
+    c.timeout = wo.timeout;
+    if (wo.on_progress) c.progress_every = wo.progress_every;
+    c.decide_by = a.decide;
+    call_driver d(e, std::move(c), &wo);
     std::optional<decider> cmd;  // the chief of --decide-by
-    std::string verdict_request;  // once its command ended: the DECIDE (or ABORT) it sent
     if (a.decide) {
       cmd.emplace(e);
-      e.on_finish([&cmd] { cmd->stop(); });
+      d.on_finish([&cmd] { cmd->stop(); });
+      d.on_decide_by([&](const proto::all_here& ah) { run_decide_by(a, wo, ah, *cmd, d); });
     }
-    auto decide_now = [&](const proto::all_here& ah) {
-      if (cmd->started()) {  // ALLHERE again (a host restarted with its journal): the command runs once
-        if (!verdict_request.empty()) e.write(verdict_request);
-        return;
-      }
-      std::string who = a.rank ? fmt::format("rank {} on {}", *a.rank, o_.client_host)
-                               : fmt::format("{} pid {}", o_.client_host, o_.pid);
-      std::string error;
-      bool ok = cmd->start(
-          wo.decide_by,
-          [&, who, ah](int status) {
-            std::string why;
-            if (auto v = decide_cmd::verdict_of(status, why)) {
-              proto::decide d;
-              d.name = ah.name;
-              d.scope = a.scope;
-              d.id = a.id;
-              d.v = *v;
-              d.message = cmd->output().message();
-              verdict_request = proto::format_request(d);
-            } else {
-              verdict_request = proto::format_request(proto::abort_req{
-                  a.scope, a.name, printable(fmt::format("the chief's --decide-by command ({}) {}", who, why))});
-            }
-            e.write(verdict_request);
-          },
-          error);
-      if (!ok) {
-        verdict_request = proto::format_request(proto::abort_req{
-            a.scope, a.name, printable(fmt::format("the chief ({}) could not run its --decide-by command: {}", who,
-                                                   error))});
-        e.write(verdict_request);
-      }
-    };
-    return e.run(proto::format_request(a), [&](const proto::reply& r) -> std::optional<outcome> {
-      if (auto h = w.handle(r)) return *h;
-      if (auto* ah = std::get_if<proto::all_here>(&r); ah && cmd) {
-        decide_now(*ah);
-        return std::nullopt;
-      }
-      if (cmd && std::holds_alternative<proto::decided>(r)) return std::nullopt;  // RELEASE follows
-      if (auto* wt = std::get_if<proto::waiting>(&r)) {
-        e.set_interrupt_note(fmt::format("; withdrew from barrier {} (round {})", a.name, wt->gen),
-                             fmt::format("; the host did not confirm the withdrawal from barrier {} (round {}) "
-                                         "within {}: this participant may still be counted in that round",
-                                         a.name, wt->gen, format_duration(interrupt_grace)));
-        e.leave_on_interrupt();
-        w.arrived(wt->gen);
-        return std::nullopt;
-      }
-      if (auto* rel = std::get_if<proto::release>(&r)) {
-        if (auto& i = e.interrupting())  // the release stands; this process was interrupted all the same
-          return outcome{i->exit_code, "",
-                         fmt::format("interrupted by {}; barrier {} (round {}) had released (verdict {}) before the "
-                                     "host read the withdrawal",
-                                     e.interrupt_signal(), rel->name, rel->gen, proto::to_string(rel->v))};
-        return outcome{rel->v == proto::verdict::stop ? exit_code::released_stop : exit_code::released_continue,
-                       rel->message, ""};
-      }
-      if (std::holds_alternative<proto::all_here>(r)) return outcome{exit_code::released_continue, "", ""};
-      if (auto* ab = std::get_if<proto::aborted>(&r)) return outcome{exit_code::aborted, "", aborted_text(*ab)};
-      return std::nullopt;
-    });
+    return d.run(proto::format_request(a));
   }
 
-  outcome decide(const proto::decide& d, const wait_options& wo) override {
+  /// The chief's --decide-by command, once all are here: its exit status
+  /// makes the DECIDE (or the ABORT) that the call sends.
+  void run_decide_by(const proto::arrive& a, const wait_options& wo, const proto::all_here& ah, decider& cmd,
+                     call_driver& d) {
+    std::string who = a.rank ? fmt::format("rank {} on {}", *a.rank, o_.client_host)
+                             : fmt::format("{} pid {}", o_.client_host, o_.pid);
+    std::string error;
+    bool ok = cmd.start(
+        wo.decide_by,
+        [&a, &cmd, &d, who, ah](int status) {
+          std::string why;
+          if (auto v = decide_cmd::verdict_of(status, why)) {
+            proto::decide dd;
+            dd.name = ah.name;
+            dd.scope = a.scope;
+            dd.id = a.id;
+            dd.v = *v;
+            dd.message = cmd.output().message();
+            d.apply(d.call().verdict_ready(proto::format_request(dd)));
+          } else {
+            d.apply(d.call().verdict_ready(proto::format_request(proto::abort_req{
+                a.scope, a.name, printable(fmt::format("the chief's --decide-by command ({}) {}", who, why))})));
+          }
+        },
+        error);
+    if (!ok)
+      d.apply(d.call().verdict_ready(proto::format_request(proto::abort_req{
+          a.scope, a.name,
+          printable(fmt::format("the chief ({}) could not run its --decide-by command: {}", who, error))})));
+  }
+
+  outcome decide(const proto::decide& dr, const wait_options& wo) override {
     engine e(o_);
     e.set_resumable(o_.keepalive);
-    std::uint64_t gen = 0;
-    bool noting = false;
-    call_timeout timeout(e);
-    std::string name = d.name;
-    auto timed_out = [&](const std::string& detail) {
-      return outcome{exit_code::timed_out, "",
-                     fmt::format("timed out after {} waiting for barrier {} (round {}) to release; the verdict {} "
-                                 "stands and is delivered when all have arrived{}",
-                                 format_duration(*wo.timeout), name, gen, proto::to_string(d.v), detail)};
-    };
-    return e.run(proto::format_request(d), [&](const proto::reply& r) -> std::optional<outcome> {
-      if (auto* st = std::get_if<proto::status_reply>(&r)) {
-        if (!timeout.firing()) return std::nullopt;
-        for (const auto& b : st->barriers)
-          if (b.gen == gen && b.name == name) return timed_out(": " + arrived_text(b));
-        return timed_out("");
-      }
-      if (auto* dd = std::get_if<proto::decided>(&r)) {
-        if (!d.wait)
-          return outcome{exit_code::released_continue, "",
-                         fmt::format("verdict {} recorded for barrier {} round {} ({}/{} arrived)",
-                                     proto::to_string(dd->v), dd->name, dd->gen, dd->arrived,
-                                     dd->n ? std::to_string(*dd->n) : "?")};
-        gen = dd->gen;
-        name = dd->name;
-        std::string stands = fmt::format("the verdict {} stands for barrier {} round {}, and is delivered when all "
-                                          "have arrived",
-                                          proto::to_string(dd->v), name, gen);
-        e.set_interrupt_note("; " + stands);
-        if (wo.on_note && !noting) {
-          noting = true;
-          std::string note = fmt::format("verdict {} recorded for barrier {} round {} ({}/{} arrived); waiting for "
-                                         "its delivery (interrupting leaves it standing)",
-                                         proto::to_string(dd->v), name, gen, dd->arrived,
-                                         dd->n ? std::to_string(*dd->n) : "?");
-          e.progress_timer().expires_after(std::chrono::seconds(1));
-          e.progress_timer().async_wait([&e, &wo, note](asio::error_code ec) {
-            if (!ec && !e.done()) wo.on_note(note);
-          });
-        }
-        if (wo.timeout && !timeout.armed()) {
-          // The verdict is recorded (and journaled): a timeout ends only this wait for delivery,
-          // and there is nothing to withdraw; STATUS gives the message its figures.
-          timeout.arm(
-              *wo.timeout, [&] { return proto::format_request(proto::status_req{d.scope, name, true}); },
-              [&] { return timed_out(fmt::format(" (reconnecting to the host at {})", e.addr())); },
-              [&] { return timed_out(""); });
-        }
-        return std::nullopt;
-      }
-      if (auto* rel = std::get_if<proto::release>(&r))
-        return outcome{exit_code::released_continue, "",
-                       fmt::format("verdict {} delivered to {} participant{} of barrier {} round {}",
-                                   proto::to_string(rel->v), rel->delivered.value_or(0),
-                                   rel->delivered.value_or(0) == 1 ? "" : "s", rel->name, rel->gen)};
-      if (auto* ab = std::get_if<proto::aborted>(&r)) return outcome{exit_code::aborted, "", aborted_text(*ab)};
-      return std::nullopt;
-    });
+    client::call_config c;
+    c.k = client::call_kind::decide;
+    c.addr = o_.addr;
+    c.scope = dr.scope;
+    c.name = dr.name;
+    c.timeout = wo.timeout;
+    c.v = dr.v;
+    c.wait = dr.wait;
+    c.note = static_cast<bool>(wo.on_note);
+    call_driver d(e, std::move(c), &wo);
+    return d.run(proto::format_request(dr));
   }
 
   outcome abort(const proto::abort_req& a) override {
     engine e(o_);
-    return e.run(proto::format_request(a), [&](const proto::reply& r) -> std::optional<outcome> {
-      if (auto* ab = std::get_if<proto::aborted>(&r))
-        return outcome{exit_code::released_continue, "",
-                       fmt::format("aborted barrier {} round {}: {} waiting participant{} told{}", ab->name, ab->gen,
-                                   ab->notified.value_or(0), ab->notified.value_or(0) == 1 ? "" : "s",
-                                   ab->notified.value_or(0) != 0
-                                       ? ""
-                                       : "; nobody was waiting, so check the name (and --scope): later arrivals "
-                                         "exit 3 until the host forgets the barrier (serve --forget-after, "
-                                         "default 1h)")};
-      return std::nullopt;
-    });
+    client::call_config c;
+    c.k = client::call_kind::abort;
+    c.addr = o_.addr;
+    c.scope = a.scope;
+    c.name = a.name;
+    call_driver d(e, std::move(c), nullptr);
+    return d.run(proto::format_request(a));
   }
-
   outcome status(const proto::status_req& s) override {
     engine e(o_);
     return e.run(proto::format_request(s), [&](const proto::reply& r) -> std::optional<outcome> {

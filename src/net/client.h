@@ -2,7 +2,7 @@
 // The participant's side, behind a small interface (arrive and await the
 // outcome, decide, abort, status) so that another backend can stand beside
 // the TCP one. Calls block; each returns an outcome the CLI turns into output
-// and an exit code.
+// and an exit code (wait, decide and abort: a typed result, core/client_call.h).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "client_call.h"
 #include "duration.h"
 #include "protocol.h"
 
@@ -22,17 +23,9 @@ struct outcome {
   std::string err;  ///< for stderr: what happened and what to do, may be empty
   std::optional<proto::status_reply> status;  ///< STATUS replies
   std::vector<std::string> history;  ///< HISTORY: the ROUND and ARR lines of every page
-};
-
-/// Progress while waiting.
-struct progress {
-  std::string name;
-  std::uint64_t gen = 0;
-  std::uint32_t arrived = 0;
-  std::optional<std::uint32_t> n;
-  std::optional<std::string> missing;  ///< rank ranges
-  duration waited{};
-  bool gathered = false;  ///< all present: the round waits for the chief's verdict
+  /// wait, decide, abort: what the call ended with, as data; the CLI says it
+  /// in words and picks the exit code (cli/outcome_text.h). The three above are then empty.
+  std::optional<client::call_result> result;
 };
 
 struct wait_options {
@@ -40,7 +33,7 @@ struct wait_options {
   std::optional<duration> progress_every;   ///< call on_progress this often
   std::function<void(const progress&)> on_progress;
   /// decide: told once when the verdict is recorded but not delivered a second later.
-  std::function<void(const std::string&)> on_note;
+  std::function<void(const client::recorded&)> on_note;
   /// wait with ARRIVE decide=1 (the chief of --decide-by): the command to run
   /// through /bin/sh -c once all are here; its exit status is the verdict.
   std::string decide_by;

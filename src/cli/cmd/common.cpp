@@ -1,5 +1,6 @@
 // What the commands share (cmd/common.h).
 #include "cmd/common.h"
+#include "outcome_text.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -297,7 +298,9 @@ connect_options connection(const settings& s, const common_options& c) {
   return o;
 }
 
-int finish(const outcome& o, bool quiet) {
+int finish(const outcome& got, bool quiet) {
+  // wait, decide, abort: their result, in words (outcome_text.h)
+  const outcome& o = got.result ? outcome_of(*got.result) : got;
   // The chief's message and the host's words are shown, never obeyed.
   if (!o.out.empty()) tfb::print(stdout, "{}\n", printable(o.out));
   std::fflush(stdout);

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "cmd/common.h"
+#include "outcome_text.h"
 #include "exit_codes.h"
 #include "text.h"
 #ifndef TFB_NO_CLI
@@ -31,8 +32,8 @@ int run_decide(const decide_options& o) {
   wait_options wo;
   wo.timeout = o.timeout;
   if (!o.common.quiet)
-    wo.on_note = [](const std::string& text) {
-      tfb::print(stderr, "tfbarrier: {}\n", printable(text));
+    wo.on_note = [](const client::recorded& r) {
+      tfb::print(stderr, "tfbarrier: {}\n", printable(note_text(r)));
       std::fflush(stderr);
     };
   return finish(c->decide(d, wo), o.common.quiet);
