@@ -3,7 +3,7 @@
 // what the host shows of it is src/observe/'s (events_out.h): the log's
 // line for each event, the metrics it counts, the arrival history.
 //
-// One step of the state machine (barrier.h's `output`) carries three kinds
+// One step of the state machine (barrier.h's `output`) carries four kinds
 // of observation, all plain data and all consumed in src/observe/:
 //  - `events`: one ev::event per thing that happened, in order: what the
 //    host's log says (one line each, in the exact words of before), and
