@@ -56,11 +56,6 @@ std::string barrier_set::describe(const member& m) {
   return fmt::format("{} ({} pid {})", who, m.host, m.pid);
 }
 
-std::string barrier_set::label(const barrier& b, std::uint64_t gen) {
-  if (b.scope == "default") return fmt::format("{}#{}", b.name, gen);
-  return fmt::format("{}/{}#{}", b.scope, b.name, gen);
-}
-
 barrier_set::barrier& barrier_set::get(const std::string& scope, const std::string& name, millis now) {
   auto [it, inserted] = barriers_.try_emplace(key{scope, name});
   barrier& b = it->second;
@@ -96,8 +91,7 @@ bool barrier_set::make_room(conn_id c, const std::string& scope, const std::stri
                                                            "forgotten: try again later, or use a new prefix with a "
                                                            "higher limit",
                                                            barriers_.size())}});
-    out.log.push_back(fmt::format("refused a new barrier {}/{}: {} barriers, the limit", scope, name,
-                                  barriers_.size()));
+    out.events.push_back(ev::barrier_refused{scope, name, barriers_.size()});
     return false;
   }
   if (victim == barriers_.end()) {
@@ -106,12 +100,10 @@ bool barrier_set::make_room(conn_id c, const std::string& scope, const std::stri
                                                            "--max-barriers), and each was active within the last {} "
                                                            "s; try again later, or raise the limit",
                                                            barriers_.size(), keep_recent_ / 1000)}});
-    out.log.push_back(fmt::format("refused a new barrier {}/{}: {} barriers, the limit", scope, name,
-                                  barriers_.size()));
+    out.events.push_back(ev::barrier_refused{scope, name, barriers_.size()});
     return false;
   }
-  out.log.push_back(fmt::format("forgot barrier {}/{} to make room (--max-barriers {})", victim->second.scope,
-                                victim->second.name, max_barriers_));
+  out.events.push_back(ev::barrier_evicted{victim->second.scope, victim->second.name, max_barriers_});
   barriers_.erase(victim);
   return true;
 }
@@ -144,8 +136,7 @@ bool barrier_set::rejoin(barrier& b, conn_id c, const std::string& id, bool is_d
     // Released while it was away: it gets that round's outcome, not a new round.
     out.sends.push_back({c, proto::release{b.name, f.gen, f.v,
                                            is_decide ? std::optional<std::uint32_t>(0) : std::nullopt, f.message}});
-    out.log.push_back(fmt::format("rejoin {}: participant {} came back after the release; told the outcome",
-                                  label(b, f.gen), id));
+    out.events.push_back(ev::rejoined_late{round_of(b, f.gen), id});
     return true;
   }
   const key* k = &barriers_.find(key{b.scope, b.name})->first;
@@ -166,7 +157,7 @@ bool barrier_set::rejoin(barrier& b, conn_id c, const std::string& id, bool is_d
       m.pid = p.pid;
     }
     m.via = via_now_;  // it came back, maybe through another host of the store
-    out.log.push_back(fmt::format("rejoin {}: {} came back", label(b, r.gen), describe(m)));
+    out.events.push_back(ev::rejoined{round_of(b, r.gen), who_of(m)});
     if (r.gathered && m.chief && !m.durable) {
       if (decides) {  // wait --decide-by: the new connection is the one that decides (and must stay)
         move_member(r, it->second, c, k);
@@ -196,7 +187,7 @@ bool barrier_set::check_join(barrier& b, conn_id c, const std::optional<std::uin
                              output& out) {
   round& r = b.open;
   auto conflict = [&](std::string text) {
-    out.log.push_back(fmt::format("conflict {}: {} pid {}: {}", label(b, r.gen), p.host, p.pid, text));
+    out.events.push_back(ev::conflict{round_of(b, r.gen), p.host, p.pid, text});
     out.sends.push_back({c, proto::error_reply{proto::error_kind::conflict, std::move(text)}});
     return false;
   };
@@ -273,11 +264,11 @@ void barrier_set::arrive(conn_id c, const proto::arrive& a, const peer_info& p, 
   m.chief = a.chief;
   m.decides = a.chief && a.decide;
   if (a.chief) r.within = a.within_ms ? millis{*a.within_ms} : -1;
-  std::string who = describe(m);
+  ev::who who = who_of(m);
   add_member(b, c, std::move(m), now);
   ++out.counted.arrivals;
   auto count = static_cast<std::uint32_t>(r.members.size());
-  out.log.push_back(fmt::format("arrive {}: {}{}, {}/{}", label(b, r.gen), who, a.chief ? " as chief" : "", count, *r.n));
+  out.events.push_back(ev::arrived{round_of(b, r.gen), std::move(who), a.chief, count, *r.n});
   out.sends.push_back({c, proto::waiting{b.name, r.gen, count, r.n}});
   if (count == *r.n) complete(b, now, out);
 }
@@ -290,8 +281,7 @@ void barrier_set::complete(barrier& b, millis now, output& out) {
   if (r.v == verdict::none && r.chief) {
     r.gathered = true;
     member& chief = r.members.at(*r.chief);
-    out.log.push_back(fmt::format("gathered {}: all {} present; waiting for the chief's verdict ({})", label(b, r.gen),
-                                  *r.n, describe(chief)));
+    out.events.push_back(ev::gathered{round_of(b, r.gen), *r.n, who_of(chief)});
     out.sends.push_back({*r.chief, proto::all_here{b.name, r.gen, *r.n, *r.n}});
     if (!chief.decides) {
       where_.erase(*r.chief);  // the chief's wait ends here; its arrival stands
@@ -381,9 +371,7 @@ void barrier_set::release(barrier& b, round& r, millis now, output& out) {
   out.ended.push_back(std::move(ended));
   for (conn_id c : want_count)
     if (out.wanted(c)) out.sends.push_back({c, proto::release{b.name, r.gen, r.v, delivered, r.message}});
-  out.log.push_back(fmt::format("release {}: {} participant{}, verdict {}{}{}", label(b, r.gen), *r.n,
-                                *r.n == 1 ? "" : "s",
-                                proto::to_string(r.v), r.message.empty() ? "" : ": ", r.message));
+  out.events.push_back(ev::released{round_of(b, r.gen), *r.n, r.v, r.message});
 }
 
 void barrier_set::deliver_verdict(barrier& b, round& r, verdict v, const std::string& message,
@@ -398,8 +386,7 @@ void barrier_set::deliver_verdict(barrier& b, round& r, verdict v, const std::st
   j.n = r.n;
   out.journal.push_back(std::move(j));
   auto arrived = static_cast<std::uint32_t>(r.members.size());
-  out.log.push_back(fmt::format("verdict {}: {} from {}{}{}", label(b, r.gen), proto::to_string(v), by,
-                                message.empty() ? "" : ": ", message));
+  out.events.push_back(ev::verdict_given{round_of(b, r.gen), v, by, message});
   out.sends.push_back({decider, proto::decided{b.name, r.gen, v, arrived, r.n}});
   if (wait) {
     r.deciders.push_back(decider);
@@ -565,7 +552,7 @@ void barrier_set::decide_on_arrival(barrier& b, conn_id c, const proto::decide& 
   m.durable = true;
   m.wants_release = d.wait;
   m.connected = d.wait;
-  std::string who = describe(m);
+  ev::who who = who_of(m);
   add_member(b, c, std::move(m), now);
   if (!d.wait) where_.erase(c);
   r.v = d.v;
@@ -576,8 +563,7 @@ void barrier_set::decide_on_arrival(barrier& b, conn_id c, const proto::decide& 
   j.n = r.n;
   out.journal.push_back(std::move(j));
   auto count = static_cast<std::uint32_t>(r.members.size());
-  out.log.push_back(fmt::format("arrive {}: {} as chief with verdict {}, {}/{}", label(b, r.gen), who,
-                                proto::to_string(d.v), count, *r.n));
+  out.events.push_back(ev::arrived_deciding{round_of(b, r.gen), std::move(who), d.v, count, *r.n});
   out.sends.push_back({c, proto::decided{b.name, r.gen, d.v, count, r.n}});
   if (count == *r.n) complete(b, now, out);
 }
@@ -620,9 +606,7 @@ std::uint32_t barrier_set::abort_barrier(barrier& b, const std::string& reason, 
   std::uint64_t gen = b.open.gen;
   b.open = round{};
   b.open.gen = gen;
-  out.log.push_back(fmt::format("abort {}: {} participant{} told{}{}", label(b, b.aborted_gen), notified,
-                                notified == 1 ? "" : "s",
-                                reason.empty() ? "" : ": ", reason));
+  out.events.push_back(ev::aborted{round_of(b, b.aborted_gen), notified, reason});
   return notified;
 }
 
@@ -702,9 +686,7 @@ void barrier_set::leave(conn_id c, departure how, millis now, output& out, bool 
     }
     return;
   }
-  out.log.push_back(fmt::format("leave {}: {} withdrew ({}), {}/{}", label(b, r->gen), describe(m),
-                                proto::to_string(how), r->members.size() - 1,
-                                r->n ? std::to_string(*r->n) : "?"));
+  out.events.push_back(ev::withdrew{round_of(b, r->gen), who_of(m), how, r->members.size() - 1, r->n});
   if (r->departed.size() < max_departed) r->departed.push_back(gone{m.rank, m.host, m.pid, how, now, m.id});
   ++r->withdrawn;
   ++(explicit_leave ? out.counted.withdrawals : out.counted.disconnects);
@@ -973,7 +955,7 @@ bool barrier_set::forget(const idle_barrier& which, output& out) {
   if (it == barriers_.end()) return false;
   const barrier& b = it->second;
   if (busy(b) || b.open.gen != which.gen || b.last_activity != which.last_activity) return false;
-  out.log.push_back(fmt::format("forgot barrier {}/{} (idle for the store's --forget-after)", b.scope, b.name));
+  out.events.push_back(ev::barrier_forgotten{b.scope, b.name});
   barriers_.erase(it);
   return true;
 }

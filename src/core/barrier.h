@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "events.h"
 #include "history.h"
 #include "protocol.h"
 
@@ -58,15 +59,6 @@ struct journal_entry {
   std::optional<millis> within;
 };
 
-/// A round that ended in this step, for the host's metrics (metrics.h).
-struct round_end {
-  bool aborted = false;
-  proto::verdict v = proto::verdict::none;  ///< released: its verdict
-  millis spread = -1;  ///< released: first to last arrival; -1 when not known (restored from the journal)
-  bool decided = false;  ///< released: a chief or `decide` gave the verdict (false: nobody decided; it went on)
-  std::string last_node;  ///< released: the node (HELLO host=) of the last arrival; empty when not known
-};
-
 /// A gathered round waiting for its chief's verdict for at most `within` ms
 /// (wait --decide-within, --decide-timeout): which round, and how long.
 struct decide_deadline {
@@ -75,18 +67,10 @@ struct decide_deadline {
   millis within = 0;
 };
 
-/// Participants counted by one step, for the host's metrics: arrivals that
-/// joined a round, and members that went before their round ended, by how.
-struct tally {
-  std::uint64_t arrivals = 0;
-  std::uint64_t withdrawals = 0;  ///< LEAVE (a participant's Ctrl-C or --timeout)
-  std::uint64_t disconnects = 0;  ///< connection closed, silent past its keep-alive, or its host lost
-};
-
 /// What one step of the state machine produced.
 struct output {
   std::vector<effect> sends;
-  std::vector<std::string> log;        ///< one event per line, for the host's log
+  std::vector<ev::event> events;       ///< what happened, in order (events.h): the log, the metrics
   std::vector<journal_entry> journal;  ///< to persist before `sends` go out
   std::vector<round_end> ended;        ///< rounds released or aborted (metrics)
   std::vector<round_record> rounds;    ///< rounds that ended in this step, for the arrival history (history.h)
@@ -311,7 +295,9 @@ class barrier_set {
                              const std::string& message);
   static void chief_arrival(journal_entry& j, const member& m);
   static journal_entry gathered_entry(const barrier& b, const round& r);
-  static std::string label(const barrier& b, std::uint64_t gen);
+  /// The round and the participant as events.h names them.
+  static ev::round_id round_of(const barrier& b, std::uint64_t gen) { return {b.scope, b.name, gen}; }
+  static ev::who who_of(const member& m) { return {m.rank, m.host, m.pid}; }
 
   std::map<key, barrier> barriers_;
   std::unordered_map<conn_id, location> where_;

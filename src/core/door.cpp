@@ -34,7 +34,7 @@ bool local_door::submit(const door_input& in, output& out, std::string& error) {
   if (journal_->wants_compaction()) {
     std::string why;
     if (!journal_->compact(state_.snapshot(), why))
-      out.log.push_back(fmt::format("warning: cannot compact the journal {}: {}", journal_->path(), why));
+      out.events.push_back(ev::journal_not_compacted{journal_->path(), why});
   }
   return true;
 }

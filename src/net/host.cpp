@@ -43,6 +43,7 @@
 #include "secret_files.h"
 #include "barrier.h"
 #include "door.h"
+#include "events_out.h"
 #include "history_file.h"
 #include "host_conn.h"
 #include "munge_auth.h"
@@ -310,7 +311,9 @@ class session : public std::enable_shared_from_this<session> {
 class server {
  public:
   server(asio::io_context& io, const host_options& o)
-      : io_(io), opts_(o), metrics_(io, opts_), acceptor_(io), signals_(io, SIGINT, SIGTERM), prune_timer_(io), idle_timer_(io), shutdown_timer_(io),
+      : io_(io), opts_(o), metrics_(io, opts_),
+        observe_(metrics_.counters, o.quiet, [this](std::string_view t) { log(t); }), acceptor_(io),
+        signals_(io, SIGINT, SIGTERM), prune_timer_(io), idle_timer_(io), shutdown_timer_(io),
         start_(std::chrono::steady_clock::now()) {
     conn_config_.secret = o.secret;
     conn_config_.munge = o.munge;
@@ -354,16 +357,14 @@ class server {
     tfb::print(opts_.log, "{}.{:03d} tfbarrier[{}]: {}\n", buf, static_cast<int>(ms), getpid(), printable(text));
     std::fflush(opts_.log);
   }
-  void event(std::string_view text) {  // --quiet keeps warnings
-    if (!opts_.quiet || text.starts_with("warning:")) log(text);
-  }
+  /// One event of the host's own (a client's), to the log and the counters.
+  void observe(const ev::event& e) { observe_(e); }
   /// Passes one input through the door to the barriers, and logs what it
   /// did; out then holds the replies, for send_all().
   void submit(const door_input& in, output& out) {
     std::string error;
     bool recorded = door_->submit(in, out, error);
-    for (auto& line : out.log) event(line);
-    out.log.clear();
+    observe_.events(out.events);
     if (!out.rounds.empty()) note_rounds(out);  // history (#21)
     if (!recorded) {
       // Acknowledging now would promise what a crash could take back. Stop
@@ -387,7 +388,7 @@ class server {
     for (auto& d : out.deadlines) arm_decide_deadline(std::move(d));
     out.deadlines.clear();
     count_ended(out);  // metrics (issue 21)
-    for (auto& line : out.log) event(line);
+    observe_.events(out.events);
     // A release tells every member the same line: formatted once.
     const proto::release* formatted = nullptr;
     std::string line;
@@ -406,7 +407,6 @@ class server {
       it->second->send(line, close);
     }
     out.sends.clear();
-    out.log.clear();
     last_active_ = now();
     if (holding_ == 0) observe_release();
   }
@@ -477,23 +477,10 @@ class server {
   }
   /// An input was read now: a release it makes is timed from here.
   void input_read() { step_start_ = std::chrono::steady_clock::now(); }
+  /// The step's tally and ended rounds, counted (events_out.h); a release is timed.
   void count_ended(output& out) {
-    auto& c = metrics_.counters;
-    c.arrivals += out.counted.arrivals;
-    c.withdrawals += out.counted.withdrawals;
-    c.disconnects += out.counted.disconnects;
-    out.counted = {};
-    for (const auto& e : out.ended) {
-      if (e.aborted) {
-        ++c.aborted;
-        continue;
-      }
-      ++(!e.decided ? c.released_undecided : e.v == proto::verdict::stop ? c.released_stop : c.released_continue);
-      if (!e.last_node.empty()) c.count_last(e.last_node);
-      if (e.spread >= 0) c.spread.observe(static_cast<double>(e.spread) / 1000.0);
-      if (!release_from_) release_from_ = step_start_.value_or(std::chrono::steady_clock::now());
-    }
-    out.ended.clear();
+    if (observe_.measures(out) != 0 && !release_from_)
+      release_from_ = step_start_.value_or(std::chrono::steady_clock::now());
   }
   /// The replies of a release are with the kernel: observe its latency.
   void observe_release() {
@@ -520,21 +507,16 @@ class server {
     }
     auto wall = std::chrono::duration_cast<std::chrono::milliseconds>(
                     std::chrono::system_clock::now().time_since_epoch()).count();
-    millis mono = now();
-    for (auto& r : out.rounds) {
-      std::int64_t wall_first = wall - (mono - r.first);
-      unrecorded_.emplace_back(std::move(r), wall_first);
-    }
-    out.rounds.clear();
+    observe_.history.take(out.rounds, wall, now());
     if (!history_flush_posted_) {
       history_flush_posted_ = true;
       asio::post(io_, [this] { flush_history(); });
     }
   }
   void record_unrecorded() {
-    if (history_)
-      for (const auto& [r, wall_first] : unrecorded_) history_->add(r, wall_first);
-    unrecorded_.clear();
+    observe_.history.drain([this](const round_record& r, std::int64_t wall_first) {
+      if (history_) history_->add(r, wall_first);
+    });
   }
   void flush_history() {
     history_flush_posted_ = false;
@@ -627,6 +609,7 @@ class server {
   asio::io_context& io_;
   host_options opts_;
   metrics_endpoint metrics_;  // issue 21
+  observe::observer observe_;  // the log, the counters and the history of each step's events (events_out.h)
   std::optional<std::chrono::steady_clock::time_point> step_start_, release_from_;
   tcp::acceptor acceptor_;
   asio::signal_set signals_;
@@ -707,7 +690,6 @@ class server {
   std::unordered_map<std::string, std::size_t> per_address_;
   std::string address_;
   std::unique_ptr<hist::store> history_;  // arrival records (#21); null with serve --history 0
-  std::vector<std::pair<round_record, std::int64_t>> unrecorded_;  // rounds ended, to add after the replies
   std::string run_;                        // this start's run (hist::new_run)
   bool history_flush_posted_ = false;
   std::uint64_t timeout_leaves_ = 0;  // LEAVE why=timeout seen (on_timeout_leave)
@@ -736,7 +718,7 @@ void session::write(std::string bytes, bool close_after) {
   // reply it just asked for: a STATUS of 20,000 barriers is several MiB, and
   // is queued whole (its size is bounded by --max-barriers).
   if (outbox_.size() > max_outbox_bytes) {
-    srv_.event(fmt::format("bad client {}: it does not read its replies; closing", remote_));
+    srv_.observe(ev::bad_client{remote_, {}});
     stop();
     return;
   }
@@ -901,8 +883,8 @@ void session::follow(host_step& s) {
   // What a client sent is quoted in bad_client, before any authentication
   // (a malformed HELLO's fields): cut short, as well as escaped by log().
   if (!s.bad_client.empty())
-    srv_.event(fmt::format("bad client {}: {}", remote_, printable(s.bad_client, false, max_client_text)));
-  if (s.auth_failed) ++srv_.metrics().counters.auth_failures;  // metrics (issue 21)
+    srv_.observe(ev::bad_client{remote_, printable(s.bad_client, false, max_client_text)});
+  if (s.auth_failed) srv_.observe(ev::auth_failed{});  // metrics (issue 21)
   if (!s.warning.empty()) srv_.log(s.warning);
   if (!authenticated_ && conn_.authenticated()) {
     authenticated_ = true;
@@ -950,8 +932,8 @@ void session::dispatch(proto::request& req) {
         } else if constexpr (std::is_same_v<T, proto::leave>) {
           bool timed_out = m.why == "timeout";
           if (timed_out) {
-            srv_.on_timeout_leave();                     // #21: counted per round by the barriers, and here
-            srv_.metrics().counters.count_timeout();  // metrics (issue 21)
+            srv_.on_timeout_leave();                 // #21: counted per round by the barriers, and here
+            srv_.observe(ev::timeout_leave{});  // metrics (issue 21)
           }
           in.emplace(input::leave{id_, departure::left, now, timed_out});
           srv_.submit(*in, out);
@@ -985,8 +967,8 @@ void session::watch_liveness() {
         output out;
         self->srv_.submit(input::leave{self->id_, departure::unresponsive, self->srv_.now()}, out);
         self->srv_.send_all(out);
-        self->srv_.event(fmt::format("client {} sent nothing for {}; closing", self->remote_,
-                                     format_duration(std::chrono::duration_cast<duration>(silent))));
+        self->srv_.observe(
+            ev::client_silent{self->remote_, format_duration(std::chrono::duration_cast<duration>(silent))});
         self->stop();
         return;
       }
@@ -1202,12 +1184,12 @@ void server::act(std::vector<store::action> acts) {
   write_batch batch(*this);
   using kind = store::action::kind;
   for (auto& a : acts) {
+    if (a.what != kind::deliver) observe_.events(a.out.events);  // a host lost, a divergence: counted
     switch (a.what) {
       case kind::deliver:
         link_door_->applied(a.out, [this](conn_id c) { return replica_->waiting_here(c); });
         break;
       case kind::mark_gone:
-        ++metrics_.counters.store_hosts_lost;
         link_->mark_gone(a.host, a.inc, std::move(a.text));
         break;
       case kind::fenced: on_fenced(a.text); break;
@@ -1238,10 +1220,7 @@ void server::act(std::vector<store::action> acts) {
       }
       case kind::diverged:
         log(a.text);
-        if (a.inc)
-          link_->start_over();
-        else
-          ++metrics_.counters.store_divergences;
+        if (a.inc) link_->start_over();
         break;
     }
   }
@@ -1267,8 +1246,7 @@ void server::on_catch_up(store::link::catch_up cu) {
 
 // A step of the log, handed back by the store's door (link_door::applied).
 void server::deliver(output& out) {
-  for (auto& line : out.log) event(line);
-  out.log.clear();
+  observe_.events(out.events);
   if (!out.rounds.empty()) note_rounds(out);
   for (const auto& e : out.sends) {
     if (!std::holds_alternative<proto::error_reply>(e.msg)) continue;
@@ -1484,9 +1462,7 @@ bool server::evict_oldest_unauthenticated(const std::string& newcomer) {
     return false;
   }
   std::shared_ptr<session> s = it->second;
-  event(fmt::format("warning: {} connections open (limit {}): closing the oldest that has not authenticated, from "
-                    "{}, to make room for one from {}",
-                    sessions_.size(), max_connections_, s->remote(), newcomer));
+  observe(ev::connection_evicted{sessions_.size(), max_connections_, s->remote(), newcomer});
   s->evict("the host is full and this connection had not authenticated: closed to make room; try again");
   return true;
 }

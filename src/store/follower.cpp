@@ -18,6 +18,13 @@ bool number_of(std::string_view s, T& out) {
   return ec == std::errc() && p == s.data() + s.size() && !s.empty();
 }
 
+/// Marks the end of host's incarnation inc (presence: its presence's text), counted as a host lost.
+action marked_gone(const std::string& host, std::int64_t inc, std::string presence) {
+  action a{action::kind::mark_gone, {}, false, host, inc, std::move(presence)};
+  a.out.events.push_back(tfb::ev::store_host_lost{host, inc});
+  return a;
+}
+
 /// A warning for the host's log.
 void warn(std::vector<action>& acts, std::string text) {
   acts.push_back(action{action::kind::warn, {}, false, {}, 0, std::move(text)});
@@ -150,7 +157,7 @@ void follower::compare_digest(const layout::parsed& k, const event& ev, std::vec
   // its digest: start over from it once it is there, once per snapshot.
   bool again = from_keeper && k.inc > started_from_;
   if (again) pending_restart_ = std::max(pending_restart_, k.inc);
-  acts.push_back(action{
+  action& d = acts.emplace_back(action{
       action::kind::diverged, {}, false, k.host, 0,
       fmt::format("error: store: this host's state after revision {} differs from host {}'s (digest {} here, {} "
                   "there): the hosts no longer agree on the barriers, so their participants may get different "
@@ -161,6 +168,7 @@ void follower::compare_digest(const layout::parsed& k, const event& ev, std::vec
                                               "writes under the prefix, and that every host runs the same "
                                               "tfbarrier")
                                 : std::string("The host that differs from the snapshots' writer starts over"))});
+  d.out.events.push_back(tfb::ev::store_diverged{k.host, k.inc});  // counted (events_out.h)
   restart_if_due(acts);
 }
 
@@ -178,7 +186,7 @@ void follower::restart_if_due(std::vector<action>& acts) {
 // replies go out again (a participant may have missed them), but its log
 // lines, history records and counts were kept the first time.
 void follower::forget_records(output& out) {
-  out.log.clear();
+  out.events.clear();
   out.rounds.clear();
   out.ended.clear();
   out.counted = {};
@@ -263,7 +271,7 @@ void follower::presence_deleted(const layout::parsed& k, const event& ev, std::v
   // A key that never had a lease counted for nothing: nothing ends.
   if (ev.prev.version == 1 && !leased(ev.prev) && !ev.prev.key.empty()) return;
   std::int64_t inc = ev.prev.create_revision ? ev.prev.create_revision : r_.incarnation_of(k.host);
-  if (inc != 0) acts.push_back(action{action::kind::mark_gone, {}, false, k.host, inc, ev.prev.value});
+  if (inc != 0) acts.push_back(marked_gone(k.host, inc, ev.prev.value));
   if (k.host == self_ && inc == r_.incarnation() && inc != 0)
     acts.push_back(action{action::kind::fenced, {}, false, {}, 0,
                           "this host's presence in the store was deleted (its lease expired)"});
@@ -276,9 +284,7 @@ void follower::apply_gone(const layout::parsed& k, const event& ev, std::vector<
     return;
   }
   action a{action::kind::deliver, {}, ev.now.mod_revision <= replayed_upto_, {}, 0, {}};
-  a.out.log.push_back(fmt::format("store: host {} left (incarnation {}); its participants of open rounds are "
-                                  "withdrawn",
-                                  k.host, k.inc));
+  a.out.events.push_back(tfb::ev::store_host_left{k.host, k.inc});
   r_.host_down(k.host, k.inc, a.out);
   if (a.replayed) forget_records(a.out);
   acts.push_back(std::move(a));
@@ -351,8 +357,7 @@ std::vector<action> follower::on_catch_up(catch_up cu) {
     });
     if (live) continue;
     auto p = r_.hosts().find(h);
-    acts.push_back(action{action::kind::mark_gone, {}, false, h, inc,
-                          p == r_.hosts().end() ? std::string() : p->second.format()});
+    acts.push_back(marked_gone(h, inc, p == r_.hosts().end() ? std::string() : p->second.format()));
   }
   return acts;
 }

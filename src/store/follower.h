@@ -74,14 +74,15 @@ struct action {
   enum class kind {
     deliver,    ///< out: replies, log lines and records of applied inputs (replayed: applied once already,
                 ///< so its replies only: its log lines, records and counts were delivered the first time)
-    mark_gone,  ///< write host's end (incarnation inc, presence text) if nobody has yet
+    mark_gone,  ///< write host's end (incarnation inc, presence text) if nobody has yet (out: store_host_lost, counted)
     fenced,     ///< this host's own presence went: text says why
     close_all,  ///< starting over: close every connection (its participants arrive again)
     fail,       ///< cannot go on: text says why
     warn,       ///< a warning for the log
     note,       ///< an event for the log
     digest,     ///< write this host's digest (text) of the state after revision inc; state: that state's dump
-    diverged,   ///< this host's state differs from another's (text says how; counted), or inc 1: start over now
+    diverged,   ///< this host's state differs from another's (text says how; out: store_diverged, counted),
+                ///< or inc 1: start over now
   } what = kind::note;
   output out;
   bool replayed = false;

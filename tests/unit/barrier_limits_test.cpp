@@ -7,6 +7,7 @@
 #include <variant>
 
 #include "barrier.h"
+#include "events_out.h"
 
 namespace tfb {
 namespace {
@@ -47,8 +48,9 @@ TEST(BarrierLimit, ANewBarrierPastTheLimitIsRefusedWhileAllAreRecent) {
   s.arrive(3, arrival("c", 1, "x3"), who, 500, out);
   EXPECT_TRUE(got_busy(out, 3));
   EXPECT_EQ(s.barrier_count(), 2u);
-  ASSERT_EQ(out.log.size(), 1u);
-  EXPECT_NE(out.log[0].find("refused a new barrier s/c"), std::string::npos);
+  ASSERT_EQ(out.events.size(), 1u);
+  EXPECT_EQ(out.events[0], ev::event(ev::barrier_refused{"s", "c", 2}));
+  EXPECT_NE(observe::line(out.events[0]).find("refused a new barrier s/c"), std::string::npos);
 }
 
 TEST(BarrierLimit, AnExistingBarrierIsNeverRefused) {

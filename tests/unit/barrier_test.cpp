@@ -2,6 +2,7 @@
 // These tests are the spec. Each connection id stands for one client connection;
 // as in the host, a connection makes one ARRIVE or DECIDE (another only after an ERR).
 #include "barrier.h"
+#include "events_out.h"
 #include "journal.h"
 #include "../support/barrier_checker.h"
 
@@ -57,7 +58,7 @@ std::set<conn_id> recipients(const output& o) {
 
 std::string all_log(const output& o) {
   std::string s;
-  for (const auto& l : o.log) s += l + "\n";
+  for (const auto& e : o.events) s += observe::line(e) + "\n";
   return s;
 }
 

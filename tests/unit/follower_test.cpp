@@ -272,7 +272,7 @@ TEST(Follower, StartingOverRepliesAgainButLogsRecordsAndCountsNothingTwice) {
     if (a.what != action::kind::deliver) continue;
     ++delivered;
     EXPECT_TRUE(a.replayed);
-    EXPECT_TRUE(a.out.log.empty());
+    EXPECT_TRUE(a.out.events.empty());
     EXPECT_TRUE(a.out.rounds.empty());
     EXPECT_EQ(a.out.counted.arrivals, 0u);
     replies += a.out.sends.size();
@@ -287,7 +287,7 @@ TEST(Follower, StartingOverRepliesAgainButLogsRecordsAndCountsNothingTwice) {
   auto d = std::find_if(more.begin(), more.end(), [](const action& a) { return a.what == action::kind::deliver; });
   ASSERT_NE(d, more.end());
   EXPECT_FALSE(d->replayed);
-  EXPECT_FALSE(d->out.log.empty());
+  EXPECT_FALSE(d->out.events.empty());
   EXPECT_EQ(d->out.counted.arrivals, 1u);
 }
 
