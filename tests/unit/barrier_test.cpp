@@ -5,6 +5,7 @@
 #include "events_out.h"
 #include "journal.h"
 #include "../support/barrier_checker.h"
+#include "seeds.h"
 
 #include <gtest/gtest.h>
 
@@ -1720,7 +1721,7 @@ std::string random_run(unsigned seed, int steps, checker::stats& total) {
 
 TEST(BarrierProperty, RandomSequencesKeepTheInvariants) {
   // TFBARRIER_PROPERTY_SEEDS=N runs N seeds instead of 100 (for a longer hunt).
-  unsigned seeds = 100;
+  unsigned seeds = test::seeds(100);
   if (const char* e = std::getenv("TFBARRIER_PROPERTY_SEEDS")) seeds = static_cast<unsigned>(std::strtoul(e, nullptr, 10));
   checker::stats total;
   for (unsigned seed = 1; seed <= seeds; ++seed) ASSERT_EQ(random_run(seed, 300, total), "");

@@ -3,6 +3,7 @@
 // etcd (revisions, versions, deletes, a key's history), as etcd's raft
 // library tests itself with many nodes in one process.
 #include "follower.h"
+#include "seeds.h"
 
 #include <gtest/gtest.h>
 
@@ -389,7 +390,7 @@ TEST(Follower, EveryKBatchesEachHostDigestsItsStateAndAHostThatDiffersFromTheKee
 /// that catches up at any revision, then watches, ends in the state of one
 /// that watched from the start.
 TEST(Follower, CatchingUpFromAnyRevisionEndsWhereWatchingLiveEnds) {
-  for (unsigned seed = 1; seed <= 25; ++seed) {
+  for (unsigned seed = 1, all = test::seeds(25); seed <= all; ++seed) {
     std::mt19937 rng(seed);
     auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
     sim_etcd etcd;
