@@ -187,7 +187,7 @@ constexpr std::string_view slurm_doc = "https://slurm.schedmd.com/srun.html#SECT
 // HTCondor's task ranks, a Kubernetes index) before the schedulers they run
 // in; Slurm before a bare PMI, which srun itself sets with --mpi=pmi2 (the same
 // rank and size as SLURM_PROCID: then Slurm is the launcher).
-const launcher_def launcher_table[] = {
+constexpr launcher_def launcher_table[] = {  // constant: no initializer runs at start-up
     {.kind = launcher_kind::torchrun, .name = "torchrun", .title = "torchrun",
      .doc = "https://pytorch.org/docs/stable/elastic/run.html#environment-variables",
      .all = {"RANK", "WORLD_SIZE", "MASTER_ADDR"}, .alone = "TORCHELASTIC_RUN_ID",
