@@ -784,14 +784,20 @@ class tcp_coordinator final : public coordinator {
  public:
   explicit tcp_coordinator(connect_options o) : o_(std::move(o)) {}
 
+  /// What every call of the machine starts from: its kind, the host, the barrier.
+  client::call_config config(client::call_kind k, const std::string& scope, const std::string& name) const {
+    client::call_config c;
+    c.k = k;
+    c.addr = o_.addr;
+    c.scope = scope;
+    c.name = name;
+    return c;
+  }
+
   outcome wait(const proto::arrive& a, const wait_options& wo) override {
     engine e(o_);
     e.set_resumable(o_.keepalive);
-    client::call_config c;
-    c.k = client::call_kind::wait;
-    c.addr = o_.addr;
-    c.scope = a.scope;
-    c.name = a.name;
+    client::call_config c = config(client::call_kind::wait, a.scope, a.name);
     c.timeout = wo.timeout;
     if (wo.on_progress) c.progress_every = wo.progress_every;
     c.decide_by = a.decide;
@@ -839,11 +845,7 @@ class tcp_coordinator final : public coordinator {
   outcome decide(const proto::decide& dr, const wait_options& wo) override {
     engine e(o_);
     e.set_resumable(o_.keepalive);
-    client::call_config c;
-    c.k = client::call_kind::decide;
-    c.addr = o_.addr;
-    c.scope = dr.scope;
-    c.name = dr.name;
+    client::call_config c = config(client::call_kind::decide, dr.scope, dr.name);
     c.timeout = wo.timeout;
     c.v = dr.v;
     c.wait = dr.wait;
@@ -854,12 +856,7 @@ class tcp_coordinator final : public coordinator {
 
   outcome abort(const proto::abort_req& a) override {
     engine e(o_);
-    client::call_config c;
-    c.k = client::call_kind::abort;
-    c.addr = o_.addr;
-    c.scope = a.scope;
-    c.name = a.name;
-    call_driver d(e, std::move(c), nullptr);
+    call_driver d(e, config(client::call_kind::abort, a.scope, a.name), nullptr);
     return d.run(proto::format_request(a));
   }
   outcome status(const proto::status_req& s) override {
