@@ -298,6 +298,7 @@ void barrier_set::complete(barrier& b, millis now, output& out) {
   } else {
     if (r.v == verdict::none) r.v = verdict::continue_;
     release(b, r, now, out);
+    retire(std::move(r), out);
   }
   b.open = round{};
   b.open.gen = next;
@@ -318,13 +319,39 @@ void barrier_set::record(const barrier& b, const round& r, round_record::ending 
   rec.ended = now;
   rec.withdrawn = r.withdrawn;
   rec.timeouts = r.timeouts;
-  rec.arrivals.reserve(r.members.size());
-  for (const auto& [c, m] : r.members) rec.arrivals.push_back({m.rank, m.host, m.since});
-  std::sort(rec.arrivals.begin(), rec.arrivals.end(), [](const auto& x, const auto& y) {
-    return x.at != y.at ? x.at < y.at : x.rank.value_or(UINT32_MAX) < y.rank.value_or(UINT32_MAX);
-  });
+  // In arrival order (then by rank), sorted through small keys rather than by
+  // moving the records' strings about.
+  struct arrival_key {
+    millis at;
+    std::uint32_t rank;
+    const member* m;
+  };
+  std::vector<arrival_key> order;
+  order.reserve(r.members.size());
+  for (const auto& [c, m] : r.members) order.push_back({m.since, m.rank.value_or(UINT32_MAX), &m});
+  std::sort(order.begin(), order.end(),
+            [](const auto& x, const auto& y) { return x.at != y.at ? x.at < y.at : x.rank < y.rank; });
+  rec.arrivals.reserve(order.size());
+  for (const auto& k : order) rec.arrivals.push_back({k.m->rank, k.m->host, k.at});
   out.rounds.push_back(std::move(rec));
 }
+
+// Who a release let go (members and deciders), sorted. Taken from the round,
+// which ends with this release: sorted through pointers, then moved.
+std::vector<std::string> barrier_set::released_ids(round& r) {
+  std::vector<std::string*> order;
+  order.reserve(r.members.size() + r.decider_ids.size());
+  for (auto& [c, m] : r.members) order.push_back(&m.id);
+  for (auto& id : r.decider_ids) order.push_back(&id);
+  std::sort(order.begin(), order.end(), [](const std::string* x, const std::string* y) { return *x < *y; });
+  std::vector<std::string> ids;
+  ids.reserve(order.size());
+  for (auto* id : order) ids.push_back(std::move(*id));
+  return ids;
+}
+
+// A round that ended: freed with the output, after the replies went.
+void barrier_set::retire(round&& r, output& out) { out.retired.push_back(std::make_shared<round>(std::move(r))); }
 
 void barrier_set::release(barrier& b, round& r, millis now, output& out) {
   record(b, r, round_record::ending::release, now, out);
@@ -352,16 +379,15 @@ void barrier_set::release(barrier& b, round& r, millis now, output& out) {
   }
   for (conn_id c : r.deciders) where_.erase(c);
   want_count.insert(want_count.end(), r.deciders.begin(), r.deciders.end());
-  finished f{r.gen, r.v, r.message, {}};
-  f.ids.reserve(r.members.size() + r.decider_ids.size());
-  for (const auto& [c, m] : r.members) f.ids.push_back(m.id);
-  f.ids.insert(f.ids.end(), r.decider_ids.begin(), r.decider_ids.end());
-  std::sort(f.ids.begin(), f.ids.end());
+  finished f{r.gen, r.v, r.message, released_ids(r)};
   journal_entry j = entry(journal_entry::kind::release, b, r.gen, r.v, r.message);
-  j.ids = f.ids;
+  if (out.journaled) j.ids = f.ids;
   out.journal.push_back(std::move(j));
   b.recent.push_front(std::move(f));
-  if (b.recent.size() > max_recent_rounds) b.recent.pop_back();
+  if (b.recent.size() > max_recent_rounds) {
+    out.retired.push_back(std::make_shared<finished>(std::move(b.recent.back())));
+    b.recent.pop_back();
+  }
   round_end ended{false, r.v, r.started && r.complete_at >= r.opened ? r.complete_at - r.opened : -1,
                   !r.verdict_by.empty(), {}};
   const member* last = nullptr;
@@ -423,6 +449,7 @@ void barrier_set::decide(conn_id c, const proto::decide& d, const peer_info& p, 
     if (r.v != verdict::none) continue;
     deliver_verdict(b, r, d.v, d.message, by, d.id, c, d.wait, out);
     release(b, r, now, out);
+    retire(std::move(r), out);
     b.gathered.erase(it);
     return;
   }
@@ -473,6 +500,7 @@ void barrier_set::decide_as_member(conn_id c, location at, const proto::decide& 
   deliver_verdict(b, r, d.v, d.message, by, m->id, c, false, out);
   r.decider_ids.pop_back();  // the chief's own id is a member's, already remembered
   release(b, r, now, out);
+  retire(std::move(r), out);
   b.gathered.erase(g);
 }
 

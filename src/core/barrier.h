@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -84,6 +85,13 @@ struct output {
   /// same, unseen: their own hosts tell them. Null: every reply.
   const std::function<bool(conn_id)>* only_to = nullptr;
   bool wanted(conn_id c) const { return !only_to || (*only_to)(c); }
+  /// False where no journal keeps this step (a host without --state-dir, a
+  /// store): a release's journal entry then goes without its list of ids.
+  bool journaled = true;
+  /// What a step let go of (a released round, a forgotten one), freed with
+  /// the output: after the caller sent the replies, so that a release to
+  /// 19,000 does not wait for 19,000 members to be freed (bench/fanout.sh).
+  std::vector<std::shared_ptr<void>> retired;
 };
 
 using proto::departure;
@@ -250,6 +258,8 @@ class barrier_set {
 
   struct loader;  ///< reads a dump line by line (barrier_dump.cpp)
   static bool load_round(text_state::reader& r, round& out, std::string& error);
+  static std::vector<std::string> released_ids(round& r);
+  static void retire(round&& r, output& out);
   barrier& get(const std::string& scope, const std::string& name, millis now);
   /// False (after replying ERR BUSY to c) when a new barrier would pass the limit and none can go.
   bool make_room(conn_id c, const std::string& scope, const std::string& name, millis now, output& out);

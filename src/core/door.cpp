@@ -6,6 +6,7 @@
 namespace tfb {
 
 bool local_door::submit(const door_input& in, output& out, std::string& error) {
+  out.journaled = journal_ && journal_->is_open();
   std::visit(
       [&](const auto& i) {
         using T = std::decay_t<decltype(i)>;

@@ -250,6 +250,9 @@ class session : public std::enable_shared_from_this<session> {
     }
     write(conn_.seal(std::move(bytes)), close_after);
   }
+  /// The same line to many sessions (a release): an unsealed session with
+  /// nothing waiting before it writes it at once, without a copy of its own.
+  void send_shared(const std::string& line);
   void flush();
   void flush_held() {  // the end of a write_batch that held this session's replies
     held_ = false;
@@ -276,6 +279,9 @@ class session : public std::enable_shared_from_this<session> {
 
  private:
   void write(std::string wire_bytes, bool close_after);
+  /// Writes what the socket takes now, with nothing waiting before it; the
+  /// rest waits in the outbox for the socket (flush).
+  void write_now(std::string_view bytes);
   void watch_liveness();
   void read_more();
   void on_readable(asio::error_code ec);
@@ -404,7 +410,8 @@ class server {
       }
       if (!formatted || !same_line(*formatted, *rel)) line = proto::format_reply(e.msg);
       formatted = rel;
-      it->second->send(line, close);
+      auto keep = it->second;  // a failed write stops the session, which leaves sessions_
+      keep->send_shared(line);
     }
     out.sends.clear();
     last_active_ = now();
@@ -570,7 +577,14 @@ class server {
   // instead of three).
   class write_batch {
    public:
-    explicit write_batch(server& s) : s_(s) { ++s_.holding_; }
+    /// own: the session whose input this is. Only its replies are held (it
+    /// may get several: its HELLO reply, WAITING, RELEASE); every other
+    /// session's go at once, so that a release's fan-out starts with the
+    /// first member. Null: every session's replies are held (the store's
+    /// inputs, which may tell one session several things).
+    explicit write_batch(server& s, const session* own = nullptr) : s_(s) {
+      if (s_.holding_++ == 0) s_.hold_only_ = own;
+    }
     write_batch(const write_batch&) = delete;
     write_batch& operator=(const write_batch&) = delete;
     ~write_batch() {
@@ -584,9 +598,11 @@ class server {
    private:
     server& s_;
   };
+  /// Whether a write_batch holds this session's replies back.
+  bool holds(const session* s) const { return holding_ > 0 && (!hold_only_ || hold_only_ == s); }
   // Whether send() is to hold its bytes back; if so, the session is queued.
   bool hold(const std::shared_ptr<session>& s) {
-    if (holding_ == 0) return false;
+    if (!holds(s.get())) return false;
     held_.push_back(s);
     return true;
   }
@@ -694,6 +710,7 @@ class server {
   bool history_flush_posted_ = false;
   std::uint64_t timeout_leaves_ = 0;  // LEAVE why=timeout seen (on_timeout_leave)
   int holding_ = 0;  // open write_batch scopes
+  const session* hold_only_ = nullptr;  // the outermost write_batch's own session, if any
   std::vector<std::shared_ptr<session>> held_;
   munge_pool munge_pool_{io_};
 };
@@ -722,8 +739,12 @@ void session::write(std::string bytes, bool close_after) {
     stop();
     return;
   }
-  outbox_ += bytes;
   if (close_after) close_after_flush_ = true;
+  if (outbox_.empty() && !writing_ && !held_ && !srv_.holds(this)) {
+    write_now(bytes);
+    return;
+  }
+  outbox_ += bytes;
   // Held back while the server gathers this input's replies, but only up to
   // max_held_bytes: a client that pipelines many STATUS requests (and reads
   // the replies) must not meet max_outbox_bytes for what the kernel would take.
@@ -735,6 +756,34 @@ void session::write(std::string bytes, bool close_after) {
     }
   }
   flush();
+}
+
+void session::send_shared(const std::string& line) {
+  if (conn_.sealed() || !outbox_.empty() || writing_ || held_ || srv_.holds(this)) {
+    send(line, false);
+    return;
+  }
+  if (stopped_ || close_after_flush_ || (conn_.hello_done() && !conn_.authenticated())) return;
+  write_now(line);
+}
+
+void session::write_now(std::string_view bytes) {
+  while (!bytes.empty()) {
+    asio::error_code ec;
+    std::size_t n = socket_.write_some(asio::buffer(bytes.data(), bytes.size()), ec);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) break;
+    if (ec) {
+      stop();
+      return;
+    }
+    bytes.remove_prefix(n);
+  }
+  if (bytes.empty()) {
+    if (close_after_flush_) stop();
+    return;
+  }
+  outbox_.assign(bytes);
+  flush();  // waits for the socket to take the rest
 }
 
 // Writes now, without a coroutine or a timer: a reply is a line or two and the
@@ -808,7 +857,7 @@ void session::on_readable(asio::error_code ec) {
     return;
   }
   last_heard_ = std::chrono::steady_clock::now();
-  server::write_batch batch(srv_);  // this input's replies, to everyone, go out at its end
+  server::write_batch batch(srv_, this);  // this input's replies to this session go out at its end
   srv_.input_read();                // metrics (issue 21): a release is timed from here
   conn_.take(std::string_view(buf, n));
   take_lines();
@@ -870,7 +919,7 @@ void session::munge_finished(const munge_pool::job* j, munge_result r) {
   auto done = std::move(munge_);  // lives to the end of this call (its timer may be the caller)
   done->job->abandoned = true;
   done->timer.cancel();
-  server::write_batch batch(srv_);
+  server::write_batch batch(srv_, this);
   host_step s = conn_.munge_done(srv_.conn_config(), std::move(r));
   follow(s);
   take_lines();  // what came with the line that asked for the call (AUTH and the request)

@@ -431,6 +431,7 @@ void replica::apply(const std::string& h, std::int64_t inc, const door_input& in
   std::size_t from = out.sends.size();
   // A release of 40,000 on each of 8 hosts: each builds only its own replies.
   out.only_to = &own_;
+  out.journaled = false;  // the store is the record (route)
   std::visit(
       [&](const auto& m) {
         using T = std::decay_t<decltype(m)>;
