@@ -106,10 +106,16 @@ std::optional<address> parse_address(std::string_view a, address_use use, std::s
   return address{std::string(host), *p};
 }
 
-std::string format_address(std::string_view host, std::uint16_t port) {
-  if (host.find(':') != std::string_view::npos) return fmt::format("[{}]:{}", host, port);
-  return fmt::format("{}:{}", host, port);
+std::string format_host(std::string_view host) {
+  if (host.find(':') != std::string_view::npos) return fmt::format("[{}]", host);
+  return std::string(host);
 }
+
+std::string format_address(std::string_view host, std::uint16_t port) {
+  return fmt::format("{}:{}", format_host(host), port);
+}
+
+std::string address::text() const { return format_address(host, port); }
 
 bool is_loopback(const sockaddr* resolved) {
   if (!resolved) return false;

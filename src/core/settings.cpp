@@ -871,9 +871,11 @@ const std::vector<launcher_kind>& known_launchers() {
   return all;
 }
 
+address settings::host_address() const { return tfb::address{host.value.value_or(""), port.value.value_or(0)}; }
+
 std::string settings::addr() const {
   std::string h = host.value.value_or("");
-  if (!port.value) return h.find(':') != std::string::npos ? "[" + h + "]" : h;
+  if (!port.value) return format_host(h);
   return format_address(h, *port.value);
 }
 

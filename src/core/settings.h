@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "address.h"
+
 namespace tfb {
 
 /// The port when nothing (flag, TFBARRIER_*, launcher) gives one: the user's
@@ -78,7 +80,10 @@ struct settings {
   bool may_start_host = false;   ///< this process belongs on the host's node and may start it
   std::vector<std::string> warnings;
 
-  std::string addr() const;      ///< "host:port" ("[v6]:port" for IPv6 literals)
+  /// The host's address as resolved (--addr and TFBARRIER_ADDR parsed once,
+  /// here): what a client connects to, with no second parse.
+  address host_address() const;
+  std::string addr() const;      ///< "host:port" ("[v6]:port" for IPv6 literals): address() as text
 };
 
 /// Resolves all settings. `hostname` is this machine's short host name;

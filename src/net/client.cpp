@@ -222,13 +222,6 @@ class engine {
   }
 
   awaitable<bool> connect() {
-    std::string why;
-    auto at = parse_address(o_.addr, address_use::connect, why);
-    if (!at) {
-      finish(outcome{exit_code::usage, "",
-                     fmt::format("bad host address '{}': expected HOST:PORT (set --addr or TFBARRIER_ADDR)", o_.addr)});
-      co_return false;
-    }
     // One budget from the start, or from the loss of a connection on which the
     // host had answered the request, until the host answers it (again): the
     // same deadline bounds the handshake and the request's first reply, so a
@@ -246,8 +239,8 @@ class engine {
       asio::error_code ignored;
       socket_.close(ignored);
     });
-    const std::string& host = at->host;
-    std::string port = std::to_string(at->port);
+    const std::string& host = o_.at.host;  // parsed once, where it was given (settings.cpp)
+    std::string port = std::to_string(o_.at.port);
     tcp::resolver resolver(io_);
     std::uint32_t seed;
     auth::fill_random(&seed, sizeof seed);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "address.h"
 #include "client_call.h"
 #include "duration.h"
 #include "protocol.h"
@@ -40,7 +41,8 @@ struct wait_options {
 };
 
 struct connect_options {
-  std::string addr;                   ///< HOST:PORT
+  address at;                         ///< the host's address, parsed once (settings.h host_address)
+  std::string addr;                   ///< at as text ("HOST:PORT", "[v6]:PORT"), for messages
   duration connect_timeout = std::chrono::seconds(60);
   std::string client_host;            ///< this machine, for the host's logs
   std::uint32_t pid = 0;

@@ -72,6 +72,10 @@ constexpr std::size_t max_outbox_bytes = 1 << 20;  // a client that leaves this 
 constexpr std::size_t max_held_bytes = 64 << 10;    // a write_batch holds no more than this for one connection
 constexpr std::size_t max_client_text = 200;        // bytes of a bad client's quoted text that reach the log
 
+/// A socket's end as an address (address.h): the one place that turns an
+/// Asio endpoint into text's form, brackets and all (format_host).
+address address_of(const tcp::endpoint& ep) { return address{ep.address().to_string(), ep.port()}; }
+
 // The real world for host_conn: the kernel's random nonces, getuid().
 class system_services final : public host_services {
  public:
@@ -1084,12 +1088,10 @@ bool server::open_history(std::string& error) {
 // link's threads. What they report comes back on the event loop.
 bool server::open_store(std::string& error) {
   if (!opts_.store) return true;
-  store::address at;
-  bool tls = !opts_.store_ca.empty() || !opts_.store_cert.empty();
-  if (!store::parse_store(*opts_.store, tls, at, error)) return false;
+  const store::store_location& at = *opts_.store;  // parsed by serve
   conn_config_.store = at.prefix;  // named in HELLO: a client given another store refuses this host
   store::link::settings ls;
-  ls.client.endpoints = at.endpoints;
+  ls.client.endpoints = at.urls();
   ls.client.ca = opts_.store_ca;
   ls.client.cert = opts_.store_cert;
   ls.client.key = opts_.store_key;
@@ -1099,7 +1101,7 @@ bool server::open_store(std::string& error) {
   ls.client.password = opts_.store_password;
   ls.keys.prefix = at.prefix;
   keys_ = ls.keys;
-  self_key_ = store::host_key(opts_.node, address_.substr(address_.rfind(':') + 1));
+  self_key_ = store::host_key(opts_.node, std::to_string(local_.port()));
   ls.self = self_key_;
   ls.me = store::presence{store::state_machine_version, opts_.node, address_, static_cast<std::uint32_t>(getpid())};
   ls.lease = std::chrono::duration_cast<std::chrono::seconds>(opts_.store_lease);
@@ -1119,7 +1121,7 @@ bool server::open_store(std::string& error) {
   follower_->set_digest_every(opts_.store_snapshot_every);
   link_ = std::make_unique<store::link>(std::move(ls), store_callbacks());
   if (!link_->start(error)) {
-    error = fmt::format("cannot use the store {}: {}", *opts_.store, error);
+    error = fmt::format("cannot use the store {}: {}", opts_.store->given, error);
     store_refused_ = link_->refused_access();
     store_settings_refused_ = link_->refused_settings();
     link_.reset();
@@ -1132,7 +1134,7 @@ bool server::open_store(std::string& error) {
   // The key MUNGE gave (PREFIX/key), before any event of the watch is applied on this loop.
   if (!store_secret_ && link_->secret()) store_secret_ = *link_->secret();
   follower_->set_secret(store_secret_ ? &*store_secret_ : nullptr);
-  log(fmt::format("store: {}, inputs {}", *opts_.store,
+  log(fmt::format("store: {}, inputs {}", opts_.store->given,
                   !store_secret_ ? "without a MAC (--insecure)"
                   : opts_.store_munge ? "MACed with the job's key from MUNGE"
                                       : "MACed with the shared secret"));
@@ -1323,23 +1325,19 @@ void server::on_fenced(const std::string& why) {
 // ---- end of the store
 
 bool server::listen(std::string& error) {
-  std::string why;
-  auto listen_at = parse_address(opts_.listen, address_use::listen, why);
-  if (!listen_at) {
-    error = fmt::format("cannot listen on '{}': expected HOST:PORT, :PORT or [IPv6]:PORT", opts_.listen);
-    return false;
-  }
-  const std::string& host = listen_at->host;
-  std::string port = std::to_string(listen_at->port);
+  const tfb::address& listen_at = opts_.listen.at;  // parsed by serve
+  const std::string& given = opts_.listen.given;
+  const std::string& host = listen_at.host;
+  std::string port = std::to_string(listen_at.port);
   asio::error_code ec;
   tcp::endpoint ep;
   if (host.empty()) {
-    ep = tcp::endpoint(tcp::v4(), listen_at->port);
+    ep = tcp::endpoint(tcp::v4(), listen_at.port);
   } else {
     tcp::resolver resolver(io_);
     auto results = resolver.resolve(host, port, tcp::resolver::passive | tcp::resolver::numeric_service, ec);
     if (ec || results.empty()) {
-      error = fmt::format("cannot listen on {}: cannot resolve '{}': {}", opts_.listen, host, ec.message());
+      error = fmt::format("cannot listen on {}: cannot resolve '{}': {}", given, host, ec.message());
       return false;
     }
     ep = results.begin()->endpoint();
@@ -1364,10 +1362,10 @@ bool server::listen(std::string& error) {
   if (ec) {
     if (ec == asio::error::address_in_use && opts_.self_started) {
       // Several participants raced to start the host; another one won.
-      log(fmt::format("another participant started the host on {} first; leaving", opts_.listen));
+      log(fmt::format("another participant started the host on {} first; leaving", given));
       return false;
     }
-    error = fmt::format("cannot listen on {}: {}", opts_.listen, ec.message());
+    error = fmt::format("cannot listen on {}: {}", given, ec.message());
     if (ec == asio::error::address_in_use)
       error += "; another host (or program) has that port: pick another with --listen HOST:PORT (port 0 picks a "
                "free one), or in a job set TFBARRIER_PORT";
@@ -1375,9 +1373,7 @@ bool server::listen(std::string& error) {
   }
   auto local = acceptor_.local_endpoint(ec);
   local_ = local;
-  std::string a = local.address().to_string();
-  if (local.address().is_v6()) a = "[" + a + "]";
-  address_ = fmt::format("{}:{}", a, local.port());
+  address_ = address_of(local).text();
   // Keep one descriptor in reserve so a newcomer past the limit can be told why.
   reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   // Who owns each connection's other end is asked through one socket, kept.
@@ -1463,7 +1459,7 @@ awaitable<void> server::accept_loop() {
     conn_id id = next_id_++;
     int fd = s.native_handle();
     auto sess = std::make_shared<session>(*this, std::move(s), id, peer,
-                                          aec ? std::string("?") : fmt::format("{}:{}", peer, ep.port()));
+                                          aec ? std::string("?") : format_address(peer, ep.port()));
     sessions_.emplace(id, sess);
     unauthenticated_.insert(id);
     // Before a byte is read: a host without a secret serves its own uid only.
@@ -1605,20 +1601,16 @@ bool metrics_endpoint::open(std::string& error, std::function<void(std::string_v
     }
   }
   if (!opts_.metrics_listen) return true;
-  std::string why;
-  auto at = parse_address(*opts_.metrics_listen, address_use::listen, why);
-  if (!at) {
-    error = fmt::format("cannot serve metrics on '{}': expected HOST:PORT or [IPv6]:PORT", *opts_.metrics_listen);
-    return false;
-  }
+  const tfb::address& at = opts_.metrics_listen->at;  // parsed by serve
+  const std::string& given = opts_.metrics_listen->given;
   asio::error_code ec;
-  tcp::endpoint ep(tcp::v4(), at->port);
-  if (!at->host.empty()) {
+  tcp::endpoint ep(tcp::v4(), at.port);
+  if (!at.host.empty()) {
     tcp::resolver resolver(io_);
-    auto results = resolver.resolve(at->host, std::to_string(at->port),
+    auto results = resolver.resolve(at.host, std::to_string(at.port),
                                     tcp::resolver::passive | tcp::resolver::numeric_service, ec);
     if (ec || results.empty()) {
-      error = fmt::format("cannot serve metrics on {}: cannot resolve '{}': {}", *opts_.metrics_listen, at->host,
+      error = fmt::format("cannot serve metrics on {}: cannot resolve '{}': {}", given, at.host,
                           ec.message());
       return false;
     }
@@ -1629,13 +1621,11 @@ bool metrics_endpoint::open(std::string& error, std::function<void(std::string_v
   if (!ec) acceptor_.bind(ep, ec);
   if (!ec) acceptor_.listen(64, ec);
   if (ec) {
-    error = fmt::format("cannot serve metrics on {}: {}{}", *opts_.metrics_listen, ec.message(),
+    error = fmt::format("cannot serve metrics on {}: {}{}", given, ec.message(),
                         ec == asio::error::address_in_use ? "; pick another port for --metrics" : "");
     return false;
   }
-  auto local = acceptor_.local_endpoint(ec);
-  std::string a = local.address().to_string();
-  address_ = fmt::format("{}:{}", local.address().is_v6() ? "[" + a + "]" : a, local.port());
+  address_ = address_of(acceptor_.local_endpoint(ec)).text();
   return true;
 }
 
@@ -1789,7 +1779,7 @@ int run_host(const host_options& o, std::string& error) {
                         : o.munge ? "MUNGE, uid " + std::to_string(::getuid())
                         : o.insecure ? std::string("none, anyone who can connect (--insecure)")
                                      : "none, its own uid " + std::to_string(::getuid()) + " only",
-                        o.store ? ", store " + *o.store : ""));
+                        o.store ? ", store " + o.store->given : ""));
     if (o.on_listening) o.on_listening(srv.address());
     if (o.on_metrics_listening && o.metrics_listen) o.on_metrics_listening(srv.metrics().address());
   };

@@ -7,12 +7,15 @@
 #include <optional>
 #include <string>
 
+#include "address.h"
 #include "duration.h"
+#include "store_location.h"
 
 namespace tfb {
 
 struct host_options {
-  std::string listen;  ///< HOST:PORT; serve sets it (--listen, else the address a participant would use)
+  /// Where to listen, parsed once: serve sets it (--listen, else the address a participant would use).
+  given_address listen;
   std::optional<duration> idle_exit;  ///< leave when no barrier was active this long
   duration forget_after = std::chrono::hours(1);  ///< forget idle barriers (and aborts) after this
   duration handshake_timeout = std::chrono::seconds(10);
@@ -31,14 +34,14 @@ struct host_options {
   /// who owns each connection's other end (sock_diag), before its HELLO is read.
   bool insecure = false;
   bool self_started = false;          ///< started by a participant: losing the race for the port is fine
-  std::optional<std::string> metrics_listen;    ///< serve GET /metrics on HOST:PORT (docs/monitoring.md)
+  std::optional<given_address> metrics_listen;  ///< serve GET /metrics there (--metrics, docs/monitoring.md)
   std::optional<std::string> metrics_token;     ///< required as "Authorization: Bearer TOKEN" when set
   std::optional<std::string> metrics_textfile;  ///< write the metrics there every few seconds, atomically
   std::size_t history = 1'000'000;    ///< arrival records kept (serve --history; 0: none), history.h
   std::optional<std::string> history_file;  ///< where they are written (serve --history-file); none: memory only
   bool history_file_default = false;        ///< history_file is the default one: if it cannot be used, warn only
   /// A store shared by many hosts (docs/store.md): none, the default, keeps the barriers here.
-  std::optional<std::string> store;  ///< etcd://H:P[,H:P...][/PREFIX], checked (store_link.h parse_store)
+  std::optional<store::store_location> store;  ///< --store, parsed once by serve (store_location.h)
   std::string store_ca, store_cert, store_key;
   std::string store_cert_pem, store_key_pem;  ///< their contents, read (the key checked) by serve at start
   std::string store_user, store_password;     ///< etcd's authentication: the password read by serve at start

@@ -15,7 +15,6 @@
 #include <map>
 #include <set>
 
-#include "address.h"
 #include "auth.h"
 #include "secret_files.h"
 #include "exit_codes.h"
@@ -62,45 +61,6 @@ std::string binary_dir() {
   auto slash = exe.rfind('/');
   return slash == std::string::npos ? std::string() : exe.substr(0, slash);
 }
-
-}  // namespace
-
-bool parse_store(std::string_view text, bool tls, address& out, std::string& error) {
-  constexpr std::string_view scheme = "etcd://";
-  auto bad = [&](std::string_view why) {
-    error = fmt::format("bad store '{}': {}; expected etcd://HOST:PORT[,HOST:PORT...][/PREFIX], for example "
-                        "etcd://10.0.0.1:2379,10.0.0.2:2379/tfbarrier",
-                        text, why);
-    return false;
-  };
-  if (!text.starts_with(scheme)) return bad("it must start with etcd://");
-  text.remove_prefix(scheme.size());
-  auto slash = text.find('/');
-  std::string_view hosts = text.substr(0, slash);
-  out = address{};
-  if (slash != std::string_view::npos) {
-    std::string p = store_prefix_of(text);  // as a client names it (store_name.h)
-    if (p == "/") return bad("the prefix is empty");
-    for (char ch : p)
-      if (static_cast<unsigned char>(ch) <= 0x20 || ch == 0x7f) return bad("the prefix has a space or control character");
-    out.prefix = p;
-  }
-  while (!hosts.empty()) {
-    auto comma = hosts.find(',');
-    std::string_view one = hosts.substr(0, comma);
-    std::string why;
-    auto a = parse_address(one, address_use::connect, why);
-    if (!a || a->host.empty() || a->port == 0) return bad(fmt::format("'{}' is not HOST:PORT", one));
-    bool v6 = a->host.find(':') != std::string::npos;
-    out.endpoints.push_back(fmt::format("{}://{}{}{}:{}", tls ? "https" : "http", v6 ? "[" : "", a->host,
-                                        v6 ? "]" : "", a->port));
-    hosts = comma == std::string_view::npos ? std::string_view{} : hosts.substr(comma + 1);
-  }
-  if (out.endpoints.empty()) return bad("no endpoint");
-  return true;
-}
-
-namespace {
 
 /// Up to size bytes of fd (fewer if it ends first).
 std::string read_size(int fd, std::size_t size) {

@@ -21,20 +21,13 @@
 #include <unordered_set>
 #include <vector>
 
+#include "store_location.h"
 #include "store_name.h"
 #include "follower.h"
 #include "replica.h"
 #include "store_client.h"
 
 namespace tfb::store {
-
-/// Parsed `--store etcd://H1:P1,H2:P2[/PREFIX]` (the scheme says which store).
-struct address {
-  std::vector<std::string> endpoints;  ///< "http://H:P" (https when TLS files are given)
-  std::string prefix{default_store_prefix};
-};
-/// False with error (a full sentence) for a malformed store address.
-bool parse_store(std::string_view text, bool tls, address& out, std::string& error);
 
 /// Reads the TLS files of `serve --store` once, at start (docs/store.md):
 /// the CA (c.ca) must be readable; the client certificate and key (c.cert,

@@ -3,7 +3,7 @@
 // the job's place in etcd, and what a host of the store names in its HELLO
 // (store=), so that a client given a store can tell a host of another store,
 // or one without, on the port it expected its own (docs/store.md). Pure; no
-// validation here (store_link.h parse_store validates what serve is given).
+// validation here (store_location.h parse_store validates what serve is given).
 #include <string>
 #include <string_view>
 

@@ -145,5 +145,42 @@ TEST(Loopback, NothingElse) {
   EXPECT_FALSE(is_loopback(reinterpret_cast<const sockaddr*>(&unix_addr)));
 }
 
+// Parse once: an address travels as an `address`, and its text is made in one
+// place (format_host). Text in the canonical form comes back as it went in.
+TEST(AddressText, RoundTrips) {
+  for (std::string_view text : {"node01:7727", "node01.cluster.example:1", "127.0.0.1:31000", "[fd00::1]:7727",
+                                "[::1]:65535", "[fe80::1%eth0]:31000", "[::ffff:10.0.0.1]:80"}) {
+    address a = ok(text);
+    EXPECT_EQ(a.text(), text);
+    EXPECT_EQ(format_address(a.host, a.port), text);
+    EXPECT_EQ(ok(a.text()), a) << text;
+  }
+  for (std::string_view text : {":0", ":7727", "0.0.0.0:0", "[::]:0", "localhost:7727"}) {
+    address a = ok(text, listen);
+    EXPECT_EQ(a.text(), text);
+    EXPECT_EQ(ok(a.text(), listen), a) << text;
+  }
+}
+
+TEST(AddressText, TheCanonicalFormDropsLeadingZerosOfThePort) {
+  EXPECT_EQ(ok("node01:0080").text(), "node01:80");
+}
+
+TEST(AddressText, BracketsOnceAndOnlyForIPv6) {
+  EXPECT_EQ(format_host("fd00::1"), "[fd00::1]");
+  EXPECT_EQ(format_host("fe80::1%eth0"), "[fe80::1%eth0]");
+  EXPECT_EQ(format_host("node01"), "node01");
+  EXPECT_EQ(format_host("10.0.0.1"), "10.0.0.1");
+  EXPECT_EQ(format_host(""), "");
+  EXPECT_EQ((address{"::1", 7727}.text()), "[::1]:7727");
+  EXPECT_EQ((address{"", 7727}.text()), ":7727");
+  // The host is held without its brackets, so text of text adds none.
+  address a = ok("[fd00::1]:7727");
+  EXPECT_EQ(a.host, "fd00::1");
+  for (int i = 0; i < 3; ++i) a = ok(a.text());
+  EXPECT_EQ(a.host, "fd00::1");
+  EXPECT_EQ(a.text(), "[fd00::1]:7727");
+}
+
 }  // namespace
 }  // namespace tfb

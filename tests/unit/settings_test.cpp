@@ -330,6 +330,15 @@ TEST(Addr, Ipv6InBrackets) {
   EXPECT_EQ(ok({}, with_addr("[::ffff:10.0.0.1]:80")).host.value, "::ffff:10.0.0.1");
 }
 
+TEST(Addr, ParsedOnceIntoTheHostAddress) {
+  EXPECT_EQ(ok({}, with_addr("[fe80::1%eth0]:7727")).host_address(), (address{"fe80::1%eth0", 7727}));
+  EXPECT_EQ(ok({}, with_addr("node07:9000")).host_address(), (address{"node07", 9000}));
+  settings s = ok({{"TFBARRIER_HOST", "fd00::2"}, {"TFBARRIER_PORT", "31000"}});
+  EXPECT_EQ(s.host_address(), (address{"fd00::2", 31000}));
+  EXPECT_EQ(s.addr(), "[fd00::2]:31000");
+  EXPECT_EQ(s.addr(), s.host_address().text());
+}
+
 TEST(Addr, PortBounds) {
   EXPECT_EQ(ok({}, with_addr("h:1")).port.value, 1);
   EXPECT_EQ(ok({}, with_addr("h:65535")).port.value, 65535);

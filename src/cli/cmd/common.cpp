@@ -280,6 +280,7 @@ bool client_secret(const common_options& c, connect_options& o) {
 /// resolved as run_host resolves it (its first result), then address.h's test.
 connect_options connection(const settings& s, const common_options& c) {
   connect_options o;
+  o.at = s.host_address();
   o.addr = s.addr();
   o.connect_timeout = c.connect_timeout.value_or(std::chrono::seconds(60));
   // The node as resolved: TFBARRIER_NODE, the launcher's, the host name.

@@ -68,21 +68,22 @@ int listen_address(const serve_options& o, host_options& h) {
     common_options none;
     auto s = resolve(none, std::nullopt, std::nullopt, false);
     if (!s) return exit_code::usage;
-    h.listen = s->addr();
+    h.listen = {s->host_address(), s->addr()};  // resolved, so parsed there (settings.cpp)
     return exit_code::ok;
   }
-  h.listen = o.listen;
   // A malformed address is a usage error (2), as a client's --addr is, not
   // "host unreachable" (69) from the listener.
   std::string why;
-  if (!parse_address(h.listen, address_use::listen, why)) {
+  auto at = parse_address(o.listen, address_use::listen, why);
+  if (!at) {
     const char* env = std::getenv("TFBARRIER_LISTEN");
     bool typed = !(env && o.listen == env);
     print_error(fmt::format("{}{} is not an address to listen on: use HOST:PORT, :PORT (all interfaces) or "
                             "[IPv6]:PORT, with a port from 0 to 65535 (0 picks a free one)",
-                            typed ? "" : "TFBARRIER_LISTEN=", quote_text(h.listen)));
+                            typed ? "" : "TFBARRIER_LISTEN=", quote_text(o.listen)));
     return exit_code::usage;
   }
+  h.listen = {std::move(*at), o.listen};
   return exit_code::ok;
 }
 
@@ -93,7 +94,7 @@ int listen_address(const serve_options& o, host_options& h) {
 void make_secret_when_bound(const serve_options& o, host_options& h, const std::string& path) {
   std::string fresh = auth::fresh_secret();
   h.secret = fresh;
-  h.on_bound = [path, fresh, listen = h.listen, daemon = o.daemon](std::string& err) {
+  h.on_bound = [path, fresh, listen = h.listen.given, daemon = o.daemon](std::string& err) {
     if (!auth::write_secret(path, fresh, false, err)) {
       err = ::access(path.c_str(), F_OK) == 0
                 ? fmt::format("{} appeared while this host started (another tfbarrier made it); start serve "
@@ -114,7 +115,7 @@ void make_secret_when_bound(const serve_options& o, host_options& h, const std::
 /// Secure by default: beyond loopback, every client must know the secret (or be
 /// the job owner, by MUNGE).
 int authentication(const serve_options& o, host_options& h) {
-  std::string error, why;
+  std::string error;
   if (o.secret_file) {
     h.secret = auth::load_secret(*o.secret_file, error);
     if (!h.secret) {
@@ -127,11 +128,10 @@ int authentication(const serve_options& o, host_options& h) {
     h.insecure = true;
     return exit_code::ok;
   }
-  auto listen_at = parse_address(h.listen, address_use::listen, why);
   std::string unresolved;
-  bool loopback = listen_at && listens_on_loopback(*listen_at, unresolved);
+  bool loopback = listens_on_loopback(h.listen.at, unresolved);
   if (!unresolved.empty()) {  // not loopback; and no host starts that could not listen
-    print_error(cannot_resolve("cannot listen on", h.listen, *listen_at, unresolved));
+    print_error(cannot_resolve("cannot listen on", h.listen.given, h.listen.at, unresolved));
     return exit_code::unreachable;
   }
   std::string path = auth::default_secret_path();
@@ -270,7 +270,7 @@ int metrics_settings(const serve_options& o, host_options& h) {
                             quote_text(*o.metrics)));
     return exit_code::usage;
   }
-  h.metrics_listen = o.metrics;
+  h.metrics_listen = given_address{*at, *o.metrics};
   if (o.metrics_token_file) {
     std::string error;
     h.metrics_token = auth::load_secret(*o.metrics_token_file, error);
@@ -305,14 +305,15 @@ int store_settings(const serve_options& o, host_options& h) {
                 "leave out one of the two");
     return exit_code::usage;
   }
-  bool tls = o.store_ca || o.store_cert || o.store_key;
+  // https when a CA or a client certificate is given.
+  bool tls = !o.store_ca.value_or("").empty() || !o.store_cert.value_or("").empty();
   if (o.store_cert.has_value() != o.store_key.has_value()) {
     print_error("--store-cert and --store-key go together (the client certificate and its key)");
     return exit_code::usage;
   }
-  store::address a;
+  store::store_location at;
   std::string error;
-  if (!store::parse_store(*o.store, tls, a, error)) {
+  if (!store::parse_store(*o.store, tls, at, error)) {
     print_error(error);
     return exit_code::usage;
   }
@@ -325,7 +326,7 @@ int store_settings(const serve_options& o, host_options& h) {
     print_error(error);
     return rc;
   }
-  h.store = o.store;
+  h.store = std::move(at);
   h.store_ca = files.ca;
   h.store_cert = files.cert;
   h.store_key = files.key;
