@@ -117,112 +117,98 @@ std::string read_size(int fd, std::size_t size) {
 }
 
 /// Reads a TLS file of at most 1 MiB into out. With secret, the file must
-/// also be safe to hold a private key (read_tls_files). 0, or the exit code.
-int read_tls_file(const std::string& path, const char* option, bool secret, std::string& out, std::string& error) {
+/// also be safe to hold a private key (read_tls_files). Or why not.
+std::optional<tfb::error> read_tls_file(const std::string& path, const char* option, bool secret, std::string& out) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (secret ? O_NOFOLLOW : 0));
   if (fd < 0) {
     int e = errno;
     if (secret && e == ELOOP) {
-      error = fmt::format("the store's client key {} ({}) is a symbolic link; tfbarrier does not follow one there, "
+      return tfb::error{error_kind::auth, fmt::format("the store's client key {} ({}) is a symbolic link; tfbarrier does not follow one there, "
                           "as for the secret file: point {} (or TFBARRIER_STORE_KEY) at the file itself",
-                          path, option, option);
-      return exit_code::auth;
+                          path, option, option)};
     }
-    error = fmt::format("cannot read {} {}: {}; give a PEM file that you can read", option, path, std::strerror(e));
-    return exit_code::usage;
+    return tfb::error{error_kind::usage, fmt::format("cannot read {} {}: {}; give a PEM file that you can read", option, path, std::strerror(e))};
   }
   files::fd f(fd);
   struct stat st{};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    error = fmt::format("{} {} is not a regular file; give a PEM file", option, path);
-    return exit_code::usage;
+    return tfb::error{error_kind::usage, fmt::format("{} {} is not a regular file; give a PEM file", option, path)};
   }
   if (secret && st.st_uid != ::getuid()) {
-    error = fmt::format("the store's client key {} belongs to uid {}, not to you (uid {}); use a key file of your "
+    return tfb::error{error_kind::auth, fmt::format("the store's client key {} belongs to uid {}, not to you (uid {}); use a key file of your "
                         "own, mode 600",
-                        path, st.st_uid, ::getuid());
-    return exit_code::auth;
+                        path, st.st_uid, ::getuid())};
   }
   if (secret && (st.st_mode & 077) != 0) {
-    error = fmt::format("the store's client key {} can be read or changed by others (mode {:04o}), and with it "
+    return tfb::error{error_kind::auth, fmt::format("the store's client key {} can be read or changed by others (mode {:04o}), and with it "
                         "anyone could write to the store as this host; run `chmod 600 {}`",
-                        path, st.st_mode & 07777, path);
-    return exit_code::auth;
+                        path, st.st_mode & 07777, path)};
   }
   constexpr std::size_t most = 1 << 20;
   if (st.st_size > static_cast<off_t>(most)) {
-    error = fmt::format("{} {} is larger than 1 MiB; give a PEM file", option, path);
-    return exit_code::usage;
+    return tfb::error{error_kind::usage, fmt::format("{} {} is larger than 1 MiB; give a PEM file", option, path)};
   }
   out = read_size(fd, static_cast<std::size_t>(st.st_size));
   if (out.find("-----BEGIN ") == std::string::npos) {
-    error = fmt::format("{} {} holds no PEM block (-----BEGIN ...); give the file in PEM", option, path);
-    return exit_code::usage;
+    return tfb::error{error_kind::usage, fmt::format("{} {} holds no PEM block (-----BEGIN ...); give the file in PEM", option, path)};
   }
-  return exit_code::ok;
+  return std::nullopt;
 }
 
 }  // namespace
 
-int read_tls_files(client_config& c, std::string& error) {
+std::optional<tfb::error> read_tls_files(client_config& c) {
   std::string ignored;
   if (!c.ca.empty())
-    if (int rc = read_tls_file(c.ca, "--store-ca", false, ignored, error); rc != exit_code::ok) return rc;
+    if (auto e = read_tls_file(c.ca, "--store-ca", false, ignored)) return e;
   if (!c.cert.empty())
-    if (int rc = read_tls_file(c.cert, "--store-cert", false, c.cert_pem, error); rc != exit_code::ok) return rc;
+    if (auto e = read_tls_file(c.cert, "--store-cert", false, c.cert_pem)) return e;
   if (!c.key.empty())
-    if (int rc = read_tls_file(c.key, "--store-key", true, c.key_pem, error); rc != exit_code::ok) return rc;
-  return exit_code::ok;
+    if (auto e = read_tls_file(c.key, "--store-key", true, c.key_pem)) return e;
+  return std::nullopt;
 }
 
-int read_password_file(const std::string& path, std::string& out, std::string& error) {
+std::optional<tfb::error> read_password_file(const std::string& path, std::string& out) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) {
     int e = errno;
     if (e == ELOOP) {
-      error = fmt::format("--store-password-file {} is a symbolic link; tfbarrier does not follow one there, as "
+      return tfb::error{error_kind::auth, fmt::format("--store-password-file {} is a symbolic link; tfbarrier does not follow one there, as "
                           "for the secret file: point --store-password-file (or TFBARRIER_STORE_PASSWORD_FILE) at "
                           "the file itself",
-                          path);
-      return exit_code::auth;
+                          path)};
     }
-    error = fmt::format("cannot read --store-password-file {}: {}; give a file that you can read, mode 600, that "
+    return tfb::error{error_kind::usage, fmt::format("cannot read --store-password-file {}: {}; give a file that you can read, mode 600, that "
                         "holds the etcd user's password",
-                        path, std::strerror(e));
-    return exit_code::usage;
+                        path, std::strerror(e))};
   }
   files::fd f(fd);
   struct stat st{};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    error = fmt::format("--store-password-file {} is not a regular file; give a file, mode 600, that holds the etcd "
+    return tfb::error{error_kind::usage, fmt::format("--store-password-file {} is not a regular file; give a file, mode 600, that holds the etcd "
                         "user's password",
-                        path);
-    return exit_code::usage;
+                        path)};
   }
   if (st.st_uid != ::getuid()) {
-    error = fmt::format("--store-password-file {} belongs to uid {}, not to you (uid {}); use a file of your own, "
+    return tfb::error{error_kind::auth, fmt::format("--store-password-file {} belongs to uid {}, not to you (uid {}); use a file of your own, "
                         "mode 600",
-                        path, st.st_uid, ::getuid());
-    return exit_code::auth;
+                        path, st.st_uid, ::getuid())};
   }
   if ((st.st_mode & 077) != 0) {
-    error = fmt::format("--store-password-file {} can be read or changed by others (mode {:04o}), and with the "
+    return tfb::error{error_kind::auth, fmt::format("--store-password-file {} can be read or changed by others (mode {:04o}), and with the "
                         "password in it anyone could write to the job's prefix in etcd; run `chmod 600 {}`",
-                        path, st.st_mode & 07777, path);
-    return exit_code::auth;
+                        path, st.st_mode & 07777, path)};
   }
   if (st.st_size > 4096) {
-    error = fmt::format("--store-password-file {} is larger than 4 KiB; give a file that holds the password alone",
-                        path);
-    return exit_code::usage;
+    return tfb::error{error_kind::usage, fmt::format("--store-password-file {} is larger than 4 KiB; give a file that holds the password alone",
+                        path)};
   }
   out = read_size(fd, static_cast<std::size_t>(st.st_size));
   while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
   if (out.empty()) {
-    error = fmt::format("--store-password-file {} is empty; put the etcd user's password in it", path);
-    return exit_code::usage;
+    return tfb::error{error_kind::usage, fmt::format("--store-password-file {} is empty; put the etcd user's password in it", path)};
   }
-  return exit_code::ok;
+  return std::nullopt;
 }
 
 std::unique_ptr<client> load_client(const client_config& c, std::string& error) {
@@ -269,16 +255,20 @@ bool link::sleep_for(std::chrono::milliseconds d) {
 /// first host makes a random key and seals it with MUNGE for its own uid:
 /// the job's hosts, the same user on the cluster's nodes, open it; munged
 /// gives nobody else its payload (docs/store.md, "Authorization").
-bool link::ensure_origin(client& c, std::string& error) {
-  std::string fresh;
+namespace {
+/// A call of c failed with error: refused (TLS, etcd's authentication), or out of reach.
+tfb::error refused(const client& c, std::string error) {
+  return {c.refused_access() ? error_kind::store_access : error_kind::store_unreachable, std::move(error)};
+}
+}  // namespace
+
+std::optional<tfb::error> link::ensure_origin(client& c) {
+  std::string fresh, error;
   key_record mine;
   if (s_.munge_key && !s_.secret) {
     fresh = auth::fresh_secret();
     auto sealed = munge_auth::seal(fresh, ::getuid(), error);
-    if (!sealed) {
-      error = fmt::format("cannot seal the store's key with MUNGE: {}", error);
-      return false;
-    }
+    if (!sealed) return tfb::error{error_kind::store_unreachable, fmt::format("cannot seal the store's key with MUNGE: {}", error)};
     mine = key_record{key_id(&fresh), *sealed};
   } else {
     mine = key_record{key_id(s_.secret), {}};
@@ -293,71 +283,60 @@ bool link::ensure_origin(client& c, std::string& error) {
   op read_origin{op::type::range, s_.keys.origin(), {}, {}, 0};
   op read_key{op::type::range, s_.keys.key(), {}, {}, 0};
   txn_result r;
-  if (!c.txn({no_origin, no_key}, {put_origin, put_key}, {read_origin, read_key}, r, error)) return false;
+  if (!c.txn({no_origin, no_key}, {put_origin, put_key}, {read_origin, read_key}, r, error)) return refused(c, error);
   if (r.succeeded) {
     origin_rev_ = r.revision;
     if (!fresh.empty()) {
       munge_secret_ = fresh;
       s_.secret = &munge_secret_;
     }
-    return true;
+    return std::nullopt;
   }
-  if (r.ranges.size() != 2) {
-    error = "etcd answered the store's first transaction with what tfbarrier did not ask for";
-    return false;
-  }
+  if (r.ranges.size() != 2)
+    return tfb::error{error_kind::store_unreachable,
+                      "etcd answered the store's first transaction with what tfbarrier did not ask for"};
   if (!r.ranges[0].empty()) {
     origin_rev_ = r.ranges[0][0].create_revision;
-    if (!take_settings(r.ranges[0][0].value, error)) return false;
+    if (auto e = take_settings(r.ranges[0][0].value)) return e;
   }
   key_record there;
   if (r.ranges[1].empty()) {
-    error = fmt::format("the store's prefix {} holds barriers but no key record ({}): someone deleted it, or an "
+    return tfb::error{error_kind::store_access, fmt::format("the store's prefix {} holds barriers but no key record ({}): someone deleted it, or an "
                         "older tfbarrier made the prefix; give this job another prefix",
-                        s_.keys.prefix, s_.keys.key());
-    access_refused_ = true;
-    return false;
+                        s_.keys.prefix, s_.keys.key())};
   }
-  if (!key_record::parse(r.ranges[1][0].value, there)) {
-    error = fmt::format("{} does not hold a key record of tfbarrier; this prefix is not tfbarrier's, or was "
-                        "damaged: use another prefix for this job",
-                        s_.keys.key());
-    access_refused_ = true;
-    return false;
-  }
-  if (!fresh.empty() && !there.munge.empty()) return take_sealed_key(there, error);
+  if (!key_record::parse(r.ranges[1][0].value, there))
+    return tfb::error{error_kind::store_access,
+                      fmt::format("{} does not hold a key record of tfbarrier; this prefix is not tfbarrier's, or was "
+                                  "damaged: use another prefix for this job",
+                                  s_.keys.key())};
+  if (!fresh.empty() && !there.munge.empty()) return take_sealed_key(there);
   if (there.id != mine.id) {
-    error = fmt::format("the hosts of this store's prefix {} use {}, and this host {}: every host of a job must "
+    return tfb::error{error_kind::store_access, fmt::format("the hosts of this store's prefix {} use {}, and this host {}: every host of a job must "
                         "use the same key (the same --secret-file, or MUNGE on every node); or give this job "
                         "another prefix",
                         s_.keys.prefix, there.source(),
-                        fresh.empty() ? mine.source() : std::string("a key shared through MUNGE"));
-    access_refused_ = true;
-    return false;
+                        fresh.empty() ? mine.source() : std::string("a key shared through MUNGE"))};
   }
-  return true;
+  return std::nullopt;
 }
 
 /// The settings that change transitions are the store's (issue #31 item 1):
 /// a host that was given other values must not run by them (it would refuse
 /// a barrier that the others release), nor by the store's when its user asked
 /// for others; one that was not given them takes the store's.
-bool link::take_settings(std::string_view origin, std::string& error) {
+std::optional<tfb::error> link::take_settings(std::string_view origin) {
   int sm = 0;
   shared_settings there;
   if (!parse_origin(origin, sm, there)) {
-    error = fmt::format("{} does not hold an origin record of tfbarrier ('{}'): this prefix is not tfbarrier's, or "
+    return tfb::error{error_kind::settings_differ, fmt::format("{} does not hold an origin record of tfbarrier ('{}'): this prefix is not tfbarrier's, or "
                         "was damaged: use another prefix for this job",
-                        s_.keys.origin(), origin.substr(0, 80));
-    settings_refused_ = true;
-    return false;
+                        s_.keys.origin(), origin.substr(0, 80))};
   }
   if (sm != state_machine_version) {
-    error = fmt::format("the store's prefix {} was made by a tfbarrier of state-machine version {}, and this one "
+    return tfb::error{error_kind::settings_differ, fmt::format("the store's prefix {} was made by a tfbarrier of state-machine version {}, and this one "
                         "runs version {}: give this job another prefix",
-                        s_.keys.prefix, sm, state_machine_version);
-    settings_refused_ = true;
-    return false;
+                        s_.keys.prefix, sm, state_machine_version)};
   }
   std::vector<std::string> differ;
   if (s_.max_barriers_given && s_.shared.max_barriers != there.max_barriers)
@@ -367,41 +346,35 @@ bool link::take_settings(std::string_view origin, std::string& error) {
     differ.push_back(fmt::format("--forget-after {}ms (this host) and {}ms (the store)", s_.shared.forget_after,
                                  there.forget_after));
   if (!differ.empty()) {
-    error = fmt::format("this host's settings differ from those of the store's prefix {}, which its first host "
+    return tfb::error{error_kind::settings_differ, fmt::format("this host's settings differ from those of the store's prefix {}, which its first host "
                         "set and every host runs by: {}. Start it without them (it takes the store's), or give "
                         "the job a new prefix to change them",
-                        s_.keys.prefix, fmt::join(differ, "; "));
-    settings_refused_ = true;
-    return false;
+                        s_.keys.prefix, fmt::join(differ, "; "))};
   }
   s_.shared = there;
-  return true;
+  return std::nullopt;
 }
 
 /// The key that the first host sealed: authentic (munged checked it), of
 /// this user (the uid that sealed it is ours), and the one the record names.
-bool link::take_sealed_key(const key_record& there, std::string& error) {
+std::optional<tfb::error> link::take_sealed_key(const key_record& there) {
   bool refused = false;
   std::string why;
   auto d = munge_auth::unseal(there.munge, refused, why);
   if (!d) {
-    error = fmt::format("cannot open the store's key {} with MUNGE: {}{}", s_.keys.key(), why,
+    return tfb::error{refused ? error_kind::store_access : error_kind::store_unreachable, fmt::format("cannot open the store's key {} with MUNGE: {}{}", s_.keys.key(), why,
                         refused ? "; it was made for another user, or on a cluster with another MUNGE key: give "
                                   "this job a prefix of its own"
-                                : "");
-    access_refused_ = refused;
-    return false;
+                                : "")};
   }
   if (d->uid != ::getuid() || key_id(&d->payload) != there.id) {
-    error = fmt::format("the store's key {} was made by uid {}, not by this user (uid {}): someone else wrote it "
+    return tfb::error{error_kind::store_access, fmt::format("the store's key {} was made by uid {}, not by this user (uid {}): someone else wrote it "
                         "there; give this job a prefix of its own",
-                        s_.keys.key(), d->uid, ::getuid());
-    access_refused_ = true;
-    return false;
+                        s_.keys.key(), d->uid, ::getuid())};
   }
   munge_secret_ = std::move(d->payload);
   s_.secret = &munge_secret_;
-  return true;
+  return std::nullopt;
 }
 
 bool link::check_versions(client& c, std::string& error) {
@@ -448,7 +421,8 @@ bool link::register_self(client& c, std::int64_t& lease, std::int64_t& inc, std:
   return false;
 }
 
-bool link::start(std::string& error) {
+std::optional<tfb::error> link::start() {
+  std::string error;
   // Hosts spread over etcd's members: each starts at the endpoint its name
   // picks (FNV-1a), and moves on only when that one stops answering.
   client_config cfg = s_.client;
@@ -466,13 +440,11 @@ bool link::start(std::string& error) {
                                                        std::chrono::milliseconds(250));
   keeper.attempt_timeout = std::min(keeper.attempt_timeout, keeper.timeout);
   if (!make(writer_c_, cfg) || !make(keeper_c_, keeper) || !make(watcher_c_, cfg) || !make(janitor_c_, cfg))
-    return false;
+    return tfb::error{error_kind::store_unreachable, error};
   std::int64_t lease = 0, inc = 0;
-  if (!ensure_origin(*writer_c_, error) || !check_versions(*writer_c_, error) ||
-      !register_self(*writer_c_, lease, inc, error)) {
-    access_refused_ = access_refused_ || writer_c_->refused_access();
-    return false;
-  }
+  if (auto e = ensure_origin(*writer_c_)) return e;
+  if (!check_versions(*writer_c_, error) || !register_self(*writer_c_, lease, inc, error))
+    return refused(*writer_c_, error);
   lease_ = lease;
   inc_ = inc;
   cb_.registered(inc);
@@ -480,7 +452,7 @@ bool link::start(std::string& error) {
   keeper_ = quiet_thread([this] { keeper_loop(); });
   watcher_ = quiet_thread([this] { watcher_loop(); });
   janitor_ = quiet_thread([this] { janitor_loop(); });
-  return true;
+  return std::nullopt;
 }
 
 void link::write(std::string line) {

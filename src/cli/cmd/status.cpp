@@ -203,7 +203,7 @@ int run_watch(const status_options& o, const proto::status_req& req, const std::
   if (tty) h.resized = [&] { draw(); };
   outcome out = c.watch(req, *o.watch, h);
   if (term) term->leave();
-  if (out.exit_code == exit_code::interrupted_int || out.exit_code == exit_code::interrupted_term)
+  if (out.cause == error_kind::interrupted_int || out.cause == error_kind::interrupted_term)
     return exit_code::ok;
   return finish(out, o.common.quiet);
 }
