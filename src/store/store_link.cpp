@@ -255,13 +255,6 @@ bool link::sleep_for(std::chrono::milliseconds d) {
 /// first host makes a random key and seals it with MUNGE for its own uid:
 /// the job's hosts, the same user on the cluster's nodes, open it; munged
 /// gives nobody else its payload (docs/store.md, "Authorization").
-namespace {
-/// A call of c failed with error: refused (TLS, etcd's authentication), or out of reach.
-tfb::error refused(const client& c, std::string error) {
-  return {c.refused_access() ? error_kind::store_access : error_kind::store_unreachable, std::move(error)};
-}
-}  // namespace
-
 std::optional<tfb::error> link::ensure_origin(client& c) {
   std::string fresh, error;
   key_record mine;
@@ -283,7 +276,8 @@ std::optional<tfb::error> link::ensure_origin(client& c) {
   op read_origin{op::type::range, s_.keys.origin(), {}, {}, 0};
   op read_key{op::type::range, s_.keys.key(), {}, {}, 0};
   txn_result r;
-  if (!c.txn({no_origin, no_key}, {put_origin, put_key}, {read_origin, read_key}, r, error)) return refused(c, error);
+  tfb::error failed;
+  if (!c.txn({no_origin, no_key}, {put_origin, put_key}, {read_origin, read_key}, r, failed)) return failed;
   if (r.succeeded) {
     origin_rev_ = r.revision;
     if (!fresh.empty()) {
@@ -377,23 +371,23 @@ std::optional<tfb::error> link::take_sealed_key(const key_record& there) {
   return std::nullopt;
 }
 
-bool link::check_versions(client& c, std::string& error) {
+bool link::check_versions(client& c, tfb::error& error) {
   std::vector<kv> hosts;
   std::int64_t rev = 0;
   if (!c.range(s_.keys.hosts(), prefix_end(s_.keys.hosts()), hosts, rev, error)) return false;
   for (const auto& k : hosts) {
     presence p;
     if (!presence::parse(k.value, p) || p.sm != state_machine_version) {
-      error = fmt::format("the host {} of this store runs state-machine version {} and this one {}: every host of "
+      error = tfb::error{error_kind::store_unreachable, fmt::format("the host {} of this store runs state-machine version {} and this one {}: every host of "
                           "a store must run the same tfbarrier version",
-                          k.key, p.sm, state_machine_version);
+                          k.key, p.sm, state_machine_version)};
       return false;
     }
   }
   return true;
 }
 
-bool link::register_self(client& c, std::int64_t& lease, std::int64_t& inc, std::string& error) {
+bool link::register_self(client& c, std::int64_t& lease, std::int64_t& inc, tfb::error& error) {
   std::int64_t asked = steady_ns();  // etcd starts the lease's TTL after this
   if (!c.grant(s_.lease.count(), lease, error)) return false;
   std::string key = s_.keys.host(s_.self);
@@ -417,7 +411,7 @@ bool link::register_self(client& c, std::int64_t& lease, std::int64_t& inc, std:
     txn_result d;
     if (!c.txn({same}, {del}, {}, d, error)) return false;
   }
-  error = fmt::format("cannot register {} in the store: its presence key keeps coming back", key);
+  error = tfb::error{error_kind::store_unreachable, fmt::format("cannot register {} in the store: its presence key keeps coming back", key)};
   return false;
 }
 
@@ -443,8 +437,8 @@ std::optional<tfb::error> link::start() {
     return tfb::error{error_kind::store_unreachable, error};
   std::int64_t lease = 0, inc = 0;
   if (auto e = ensure_origin(*writer_c_)) return e;
-  if (!check_versions(*writer_c_, error) || !register_self(*writer_c_, lease, inc, error))
-    return refused(*writer_c_, error);
+  tfb::error failed;
+  if (!check_versions(*writer_c_, failed) || !register_self(*writer_c_, lease, inc, failed)) return failed;
   lease_ = lease;
   inc_ = inc;
   cb_.registered(inc);
@@ -537,7 +531,8 @@ void link::stop() {
   // Leave at once: the others withdraw this host's participants now, not at the lease's end.
   if (lease_ != 0) {
     std::string error;
-    if (auto c = load_client(s_.client, error)) c->revoke(lease_, error);
+    tfb::error ignored;
+    if (auto c = load_client(s_.client, error)) c->revoke(lease_, ignored);
   }
 }
 
@@ -563,7 +558,7 @@ bool link::write_batch(client& c, const std::string& value, std::uint64_t seq, s
     op read_host{op::type::range, host, {}, {}, 0};
     op read_key{op::type::range, key, {}, {}, 0};
     txn_result r;
-    std::string error;
+    tfb::error error;
     if (c.txn({present, fresh}, {put}, {read_host, read_key}, r, error)) {
       if (r.succeeded || (r.ranges.size() == 2 && !r.ranges[1].empty())) {
         if (failures > 0) log(fmt::format("store: writing again, after {} attempts", failures + 1));
@@ -580,7 +575,7 @@ bool link::write_batch(client& c, const std::string& value, std::uint64_t seq, s
       ++write_errors_;
       // Said once, then every 10 s while it lasts (etcd may refuse for long: no quorum, NOSPACE).
       if (failures++ % 50 == 0)
-        log(fmt::format("warning: cannot write to the store, retrying every {} ms: {}", retry_every.count(), error));
+        log(fmt::format("warning: cannot write to the store, retrying every {} ms: {}", retry_every.count(), error.text));
     }
     if (!sleep_for(retry_every)) return true;
   }
@@ -611,9 +606,9 @@ void link::writer_loop() {
     }
     if (again) {
       std::int64_t lease = 0, inc = 0;
-      std::string error;
+      tfb::error error;
       while (!register_self(*writer_c_, lease, inc, error)) {
-        log(fmt::format("warning: cannot register again in the store, retrying: {}", error));
+        log(fmt::format("warning: cannot register again in the store, retrying: {}", error.text));
         if (!sleep_for(std::chrono::seconds(1))) return;
       }
       lease_ = lease;
@@ -643,7 +638,7 @@ void link::keeper_loop() {
   while (sleep_for(every)) {
     std::int64_t lease = lease_, ttl = 0;
     if (lease == fenced_lease || lease == abandoned_lease_) continue;  // waiting for the writer to register again
-    std::string error;
+    tfb::error error;
     std::int64_t asked = steady_ns();
     renewing_since_ = asked;
     bool renewed = keeper_c_->keepalive(lease, ttl, error);
@@ -651,7 +646,7 @@ void link::keeper_loop() {
     if (lease != lease_) continue;  // registered again meanwhile: this was the old lease
     if (!renewed) {
       renew_failed_ = true;
-      log(fmt::format("warning: cannot renew the store lease, retrying: {}", error));
+      log(fmt::format("warning: cannot renew the store lease, retrying: {}", error.text));
       continue;
     }
     renew_failed_ = false;
@@ -670,7 +665,7 @@ void link::keeper_loop() {
 // Deleted presences leave no event here, which is why a host's end is a key
 // of its own (gone/H/INC): every change to the replicated state is a key
 // that stays until a snapshot covers it.
-bool link::read_catch_up(client& c, catch_up& out, std::string& error) {
+bool link::read_catch_up(client& c, catch_up& out, tfb::error& error) {
   const std::string from = s_.keys.prefix + "/";
   std::vector<kv> all;
   if (!c.range(from, prefix_end(from), all, out.revision, error)) return false;
@@ -701,15 +696,17 @@ bool link::read_catch_up(client& c, catch_up& out, std::string& error) {
     }
     ok = ok && text.size() == bytes;
     if (!ok) {
-      error = fmt::format("the newest snapshot {} is not whole (its chunks or size do not match its marker); it was "
-                          "not written by a host of this store: check who else writes under {}",
-                          it->second->key, s_.keys.prefix);
+      error = tfb::error{error_kind::store_unreachable,
+                         fmt::format("the newest snapshot {} is not whole (its chunks or size do not match its "
+                                     "marker); it was not written by a host of this store: check who else writes "
+                                     "under {}",
+                                     it->second->key, s_.keys.prefix)};
       return false;
     }
     if (s_.secret && !auth::equal(mac, auth::hmac_hex(*s_.secret, it->second->key + "\n" + text))) {
-      error = fmt::format("the newest snapshot {} does not carry this job's MAC: it was written by someone without "
+      error = tfb::error{error_kind::store_unreachable, fmt::format("the newest snapshot {} does not carry this job's MAC: it was written by someone without "
                           "the job's secret (or the hosts have different secrets)",
-                          it->second->key);
+                          it->second->key)};
       return false;
     }
     out.snapshot = std::move(text);
@@ -725,7 +722,7 @@ bool link::read_catch_up(client& c, catch_up& out, std::string& error) {
       continue;
     std::vector<kv> first;
     std::int64_t at = 0;
-    std::string why;
+    tfb::error why;
     if (c.range(k.key, {}, first, at, why, k.create_revision) && first.size() == 1 &&
         first[0].create_revision == k.create_revision) {
       k.value = std::move(first[0].value);
@@ -733,7 +730,7 @@ bool link::read_catch_up(client& c, catch_up& out, std::string& error) {
     } else {
       log(fmt::format("warning: store: {} was put again since revision {} and its first version cannot be read "
                       "({}): this host uses the value it has now, which other hosts may not have applied",
-                      k.key, k.create_revision, why.empty() ? "not found" : why));
+                      k.key, k.create_revision, why.text.empty() ? "not found" : why.text));
     }
   }
   catch_up_events(s_.keys, all, s_.secret, out);
@@ -750,11 +747,11 @@ void link::watcher_loop() {
   unsigned failures = 0, broke_since = 0;
   auto next_broke_log = std::chrono::steady_clock::time_point{};
   while (!stopping_) {
-    std::string error;
+    tfb::error error;
     if (need_catch_up) {
       auto cu = std::make_shared<catch_up>();
       if (!read_catch_up(*watcher_c_, *cu, error)) {
-        if (failures++ % 50 == 0) log(fmt::format("warning: cannot catch up from the store, retrying: {}", error));
+        if (failures++ % 50 == 0) log(fmt::format("warning: cannot catch up from the store, retrying: {}", error.text));
         if (!sleep_for(retry_every)) return;
         continue;
       }
@@ -802,7 +799,7 @@ void link::watcher_loop() {
       continue;
     }
     ++watch_restarts_;
-    log_broken_watch(error, broke_since, next_broke_log);
+    log_broken_watch(error.text, broke_since, next_broke_log);
     if (!sleep_for(retry_every)) return;
   }
 }
@@ -810,8 +807,8 @@ void link::watcher_loop() {
 bool link::history_compacted(const std::string& from, std::int64_t start) {
   std::vector<kv> none;
   std::int64_t at = 0;
-  std::string why;
-  if (!watcher_c_->range(from, {}, none, at, why, start, true) && why.find("compacted") != std::string::npos) {
+  tfb::error why;
+  if (!watcher_c_->range(from, {}, none, at, why, start, true) && why.text.find("compacted") != std::string::npos) {
     log(fmt::format("store: the history after the snapshot (revision {}) was compacted; catching up from the "
                     "keys as they are now",
                     start - 1));
@@ -820,7 +817,7 @@ bool link::history_compacted(const std::string& from, std::int64_t start) {
   return false;
 }
 
-watch_end link::watch_prefix(const std::string& from, bool& fresh, std::string& error) {
+watch_end link::watch_prefix(const std::string& from, bool& fresh, tfb::error& error) {
   return watcher_c_->watch(
       from, prefix_end(from), watch_from_,
       [this, &fresh](const std::vector<event>& evs) {
@@ -866,17 +863,17 @@ void link::log_broken_watch(const std::string& error, unsigned& broke_since,
 // earlier attempt at the same snapshot). Another value there (a forgery, or
 // a snapshot at this revision from another state) is an error: nothing that
 // a snapshot would cover may be deleted on its strength.
-bool link::put_once(client& c, const std::string& key, const std::string& value, std::string& error) {
+bool link::put_once(client& c, const std::string& key, const std::string& value, tfb::error& error) {
   compare fresh{compare::target::version, compare::op::equal, key, 0, {}};
   txn_result r;
   if (!c.txn({fresh}, {op{op::type::put, key, value, {}, 0}}, {op{op::type::range, key, {}, {}, 0}}, r, error))
     return false;
   if (r.succeeded || (!r.ranges.empty() && !r.ranges[0].empty() && r.ranges[0][0].value == value)) return true;
-  error = key + " exists already with another value (written by someone else?)";
+  error = tfb::error{error_kind::store_unreachable, key + " exists already with another value (written by someone else?)"};
   return false;
 }
 
-bool link::store_snapshot(client& c, std::int64_t rev, const std::string& text, std::string& error) {
+bool link::store_snapshot(client& c, std::int64_t rev, const std::string& text, tfb::error& error) {
   std::size_t count = 0;
   for (std::size_t at = 0; at < text.size() || count == 0; at += snapshot_chunk_bytes, ++count)
     if (!put_once(c, s_.keys.snap_chunk(rev, count), text.substr(std::min(at, text.size()), snapshot_chunk_bytes),
@@ -897,9 +894,9 @@ void link::delete_covered(client& c, std::int64_t rev) {
        {s_.keys.hosts(), s_.keys.inputs(), s_.keys.gones(), s_.keys.snaps(), s_.keys.digests()}) {
     std::vector<kv> keys;
     std::int64_t at = 0;
-    std::string error;
+    tfb::error error;
     if (!c.range(under, prefix_end(under), keys, at, error, 0, true)) {
-      log(fmt::format("warning: store: cannot list {} to delete what the snapshot covers: {}", under, error));
+      log(fmt::format("warning: store: cannot list {} to delete what the snapshot covers: {}", under, error.text));
       return;
     }
     for (std::size_t i = 0; i < keys.size(); ++i) {
@@ -925,9 +922,9 @@ void link::delete_covered(client& c, std::int64_t rev) {
     for (std::size_t i = at; i < std::min(doomed.size(), at + ops_per_txn); ++i)
       dels.push_back(op{op::type::del, doomed[i], {}, {}, 0});
     txn_result r;
-    std::string error;
+    tfb::error error;
     if (!c.txn({}, dels, {}, r, error)) {
-      log(fmt::format("warning: store: cannot delete keys the snapshot covers: {}", error));
+      log(fmt::format("warning: store: cannot delete keys the snapshot covers: {}", error.text));
       return;
     }
   }
@@ -937,7 +934,7 @@ void link::delete_covered(client& c, std::int64_t rev) {
 // ("database space exceeded") until an operator frees space and disarms.
 void link::check_alarms(client& c) {
   std::vector<std::string> alarms;
-  std::string error;
+  tfb::error error;
   if (!c.alarms(alarms, error)) return;  // unreachable: the other threads say so
   bool nospace = std::find(alarms.begin(), alarms.end(), "NOSPACE") != alarms.end();
   if (nospace && !nospace_)
@@ -955,7 +952,7 @@ void link::check_alarms(client& c) {
 // forgery: it is deleted and the end written anew (a first version: only a
 // key's first version counts, follower.h), or that host's participants would
 // never go.
-bool link::write_gone(client& c, const chore& ch, std::string& error) {
+bool link::write_gone(client& c, const chore& ch, tfb::error& error) {
   std::string host = s_.keys.host(s_.self);
   compare present{compare::target::create_revision, compare::op::equal, host, inc_, {}};
   compare fresh{compare::target::version, compare::op::equal, ch.key, 0, {}};
@@ -965,7 +962,7 @@ bool link::write_gone(client& c, const chore& ch, std::string& error) {
     return false;
   if (r.succeeded) return true;
   if (r.ranges.empty() || r.ranges[0].empty()) {
-    error = "this host is not registered now (fenced)";
+    error = tfb::error{error_kind::store_unreachable, "this host is not registered now (fenced)"};
     return false;
   }
   const kv& there = r.ranges[0][0];
@@ -974,7 +971,7 @@ bool link::write_gone(client& c, const chore& ch, std::string& error) {
   compare same{compare::target::mod_revision, compare::op::equal, ch.key, there.mod_revision, {}};
   txn_result w;
   if (!c.txn({present, same}, {op{op::type::del, ch.key, {}, {}, 0}}, {}, w, error)) return false;
-  error = w.succeeded ? "a forged end was there (deleted): writing it anew" : "the end key changed while it was deleted";
+  error = tfb::error{error_kind::store_unreachable, w.succeeded ? "a forged end was there (deleted): writing it anew" : "the end key changed while it was deleted"};
   return false;
 }
 
@@ -1009,11 +1006,11 @@ void link::janitor_loop() {
       next_check = std::chrono::steady_clock::now() + alarm_every;
     }
     if (!have) continue;
-    std::string error;
+    tfb::error error;
     if (ch.digest) {  // once: a digest that cannot be written now is not worth a retry
       txn_result r;
       if (!janitor_c_->txn({}, {op{op::type::put, ch.key, ch.value, {}, 0}}, {}, r, error) && ++write_errors_)
-        log(fmt::format("warning: store: cannot write {}: {}", ch.key, error));
+        log(fmt::format("warning: store: cannot write {}: {}", ch.key, error.text));
       continue;
     }
     if (!ch.key.empty()) {
@@ -1022,7 +1019,7 @@ void link::janitor_loop() {
         continue;
       }
       ++write_errors_;
-      if (failures++ % 50 == 0) log(fmt::format("warning: store: cannot write {} yet, retrying: {}", ch.key, error));
+      if (failures++ % 50 == 0) log(fmt::format("warning: store: cannot write {} yet, retrying: {}", ch.key, error.text));
       next_try = std::chrono::steady_clock::now() + retry_every;
       std::lock_guard lk(m_);
       chores_.push_back(std::move(ch));
@@ -1032,7 +1029,7 @@ void link::janitor_loop() {
     if (ok)
       delete_covered(*janitor_c_, ch.snap_rev);
     else if (++write_errors_)
-      log(fmt::format("warning: store: cannot write the snapshot at revision {}: {}", ch.snap_rev, error));
+      log(fmt::format("warning: store: cannot write the snapshot at revision {}: {}", ch.snap_rev, error.text));
     std::int64_t rev = ch.snap_rev;
     cb_.post([this, rev, ok] { cb_.snapshot_written(rev, ok); });
   }

@@ -141,9 +141,9 @@ class link {
  private:
   std::optional<tfb::error> ensure_origin(client& c);
   std::optional<tfb::error> take_settings(std::string_view origin);
-  bool check_versions(client& c, std::string& error);
+  bool check_versions(client& c, tfb::error& error);
   std::optional<tfb::error> take_sealed_key(const key_record& there);
-  bool register_self(client& c, std::int64_t& lease, std::int64_t& inc, std::string& error);
+  bool register_self(client& c, std::int64_t& lease, std::int64_t& inc, tfb::error& error);
   void writer_loop();
   void keeper_loop();
   void watcher_loop();
@@ -151,18 +151,18 @@ class link {
   bool history_compacted(const std::string& from, std::int64_t start);
   /// Watches from (the prefix) from watch_from_ on, posting its events, until the watch ends (fresh: cleared
   /// at the first response).
-  watch_end watch_prefix(const std::string& from, bool& fresh, std::string& error);
+  watch_end watch_prefix(const std::string& from, bool& fresh, tfb::error& error);
   /// The watch broke: said in the log, at most once per 10 s (broke_since: how often since it was last said).
   void log_broken_watch(const std::string& error, unsigned& broke_since,
                         std::chrono::steady_clock::time_point& next_log);
   void janitor_loop();
-  bool read_catch_up(client& c, catch_up& out, std::string& error);
-  bool put_once(client& c, const std::string& key, const std::string& value, std::string& error);
-  bool store_snapshot(client& c, std::int64_t rev, const std::string& text, std::string& error);
+  bool read_catch_up(client& c, catch_up& out, tfb::error& error);
+  bool put_once(client& c, const std::string& key, const std::string& value, tfb::error& error);
+  bool store_snapshot(client& c, std::int64_t rev, const std::string& text, tfb::error& error);
   void delete_covered(client& c, std::int64_t rev);
   void check_alarms(client& c);
   struct chore;
-  bool write_gone(client& c, const chore& ch, std::string& error);
+  bool write_gone(client& c, const chore& ch, tfb::error& error);
   /// Writes one batch; false when fenced (with why), retrying while etcd is unreachable.
   bool write_batch(client& c, const std::string& value, std::uint64_t seq, std::string& why);
   void log(const std::string& text) {
