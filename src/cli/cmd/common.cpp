@@ -263,25 +263,19 @@ std::string default_history_file() {
 /// Starts a detached host the way gpg starts its agent: fire and forget.
 /// Several participants may do this at once: one binds, the others fail quietly.
 
-bool client_secret(const common_options& c, connect_options& o) {
-  std::string error;
+std::optional<error> client_secret(const common_options& c, connect_options& o) {
+  std::string why;
   if (c.secret_file) {
-    o.secret = auth::load_secret(*c.secret_file, error);
-    if (!o.secret) {
-      print_error(error);
-      return false;
-    }
-    return true;
+    o.secret = auth::load_secret(*c.secret_file, why);
+    if (!o.secret) return error{error_kind::auth, why};
+    return std::nullopt;
   }
   o.secret_path = auth::default_secret_path();
   if (::access(o.secret_path.c_str(), F_OK) == 0) {
-    o.secret = auth::load_secret(o.secret_path, error);
-    if (!o.secret) {
-      print_error(error);
-      return false;
-    }
+    o.secret = auth::load_secret(o.secret_path, why);
+    if (!o.secret) return error{error_kind::auth, why};
   }
-  return true;
+  return std::nullopt;
 }
 
 /// Whether the host would listen on this machine's loopback only: the address

@@ -38,8 +38,8 @@ inline constexpr std::string_view self_start_gave_up = "this host cannot start; 
 /// How to reach the host; may start one here (settings::may_start_host).
 connect_options connection(const settings& s, const common_options& c);
 /// The participant's secret: --secret-file, else the default file if it exists.
-/// Returns false (after printing why) when a secret file is there but unusable.
-bool client_secret(const common_options& c, connect_options& o);
+/// Or why not (auth): a secret file is there but unusable.
+std::optional<error> client_secret(const common_options& c, connect_options& o);
 /// Prints an outcome (stdout, then stderr) and returns its exit code.
 int finish(const outcome& o, bool quiet);
 /// Prints a failure's text and returns its exit code (exit_code_of): how a

@@ -225,7 +225,7 @@ int run_status(const status_options& o) {
   common_options common = o.common;
   if (!common.connect_timeout) common.connect_timeout = std::chrono::seconds(10);
   auto conn = connection(*s, common);
-  if (!client_secret(o.common, conn)) return exit_code::auth;
+  if (auto e = client_secret(o.common, conn)) return fail(*e);
   auto c = make_tcp_coordinator(std::move(conn));
   if (o.watch) {
     req.detail = false;
