@@ -291,7 +291,8 @@ class etcd_client final : public client {
           return watch_end::failed;
         }
         next_endpoint();
-        error = {error_kind::store_unreachable, "etcd at " + ep + ": " + stuck + "; watching through the next endpoint"};
+        error = {error_kind::store_unreachable,
+                 "etcd at " + ep + ": " + stuck + "; watching through the next endpoint"};
         return watch_end::failed;
       }
       if (w.compacted) {

@@ -10,7 +10,6 @@
 // between threads), except cancel(), which any thread may call.
 //
 // Keys and values are bytes (the gateway's base64 is the module's business).
-#include "error.h"
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +17,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "error.h"
 
 namespace tfb::store {
 

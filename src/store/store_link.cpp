@@ -123,11 +123,14 @@ std::optional<tfb::error> read_tls_file(const std::string& path, const char* opt
   if (fd < 0) {
     int e = errno;
     if (secret && e == ELOOP) {
-      return tfb::error{error_kind::auth, fmt::format("the store's client key {} ({}) is a symbolic link; tfbarrier does not follow one there, "
-                          "as for the secret file: point {} (or TFBARRIER_STORE_KEY) at the file itself",
-                          path, option, option)};
+      return tfb::error{
+          error_kind::auth,
+          fmt::format("the store's client key {} ({}) is a symbolic link; tfbarrier does not follow one there, "
+                      "as for the secret file: point {} (or TFBARRIER_STORE_KEY) at the file itself",
+                      path, option, option)};
     }
-    return tfb::error{error_kind::usage, fmt::format("cannot read {} {}: {}; give a PEM file that you can read", option, path, std::strerror(e))};
+    return tfb::error{error_kind::usage, fmt::format("cannot read {} {}: {}; give a PEM file that you can read", option,
+                                                     path, std::strerror(e))};
   }
   files::fd f(fd);
   struct stat st{};
@@ -135,14 +138,18 @@ std::optional<tfb::error> read_tls_file(const std::string& path, const char* opt
     return tfb::error{error_kind::usage, fmt::format("{} {} is not a regular file; give a PEM file", option, path)};
   }
   if (secret && st.st_uid != ::getuid()) {
-    return tfb::error{error_kind::auth, fmt::format("the store's client key {} belongs to uid {}, not to you (uid {}); use a key file of your "
-                        "own, mode 600",
-                        path, st.st_uid, ::getuid())};
+    return tfb::error{
+        error_kind::auth,
+        fmt::format("the store's client key {} belongs to uid {}, not to you (uid {}); use a key file of your "
+                    "own, mode 600",
+                    path, st.st_uid, ::getuid())};
   }
   if (secret && (st.st_mode & 077) != 0) {
-    return tfb::error{error_kind::auth, fmt::format("the store's client key {} can be read or changed by others (mode {:04o}), and with it "
-                        "anyone could write to the store as this host; run `chmod 600 {}`",
-                        path, st.st_mode & 07777, path)};
+    return tfb::error{
+        error_kind::auth,
+        fmt::format("the store's client key {} can be read or changed by others (mode {:04o}), and with it "
+                    "anyone could write to the store as this host; run `chmod 600 {}`",
+                    path, st.st_mode & 07777, path)};
   }
   constexpr std::size_t most = 1 << 20;
   if (st.st_size > static_cast<off_t>(most)) {
@@ -150,7 +157,8 @@ std::optional<tfb::error> read_tls_file(const std::string& path, const char* opt
   }
   out = read_size(fd, static_cast<std::size_t>(st.st_size));
   if (out.find("-----BEGIN ") == std::string::npos) {
-    return tfb::error{error_kind::usage, fmt::format("{} {} holds no PEM block (-----BEGIN ...); give the file in PEM", option, path)};
+    return tfb::error{error_kind::usage,
+                      fmt::format("{} {} holds no PEM block (-----BEGIN ...); give the file in PEM", option, path)};
   }
   return std::nullopt;
 }
@@ -173,40 +181,52 @@ std::optional<tfb::error> read_password_file(const std::string& path, std::strin
   if (fd < 0) {
     int e = errno;
     if (e == ELOOP) {
-      return tfb::error{error_kind::auth, fmt::format("--store-password-file {} is a symbolic link; tfbarrier does not follow one there, as "
-                          "for the secret file: point --store-password-file (or TFBARRIER_STORE_PASSWORD_FILE) at "
-                          "the file itself",
-                          path)};
+      return tfb::error{
+          error_kind::auth,
+          fmt::format("--store-password-file {} is a symbolic link; tfbarrier does not follow one there, as "
+                      "for the secret file: point --store-password-file (or TFBARRIER_STORE_PASSWORD_FILE) at "
+                      "the file itself",
+                      path)};
     }
-    return tfb::error{error_kind::usage, fmt::format("cannot read --store-password-file {}: {}; give a file that you can read, mode 600, that "
-                        "holds the etcd user's password",
-                        path, std::strerror(e))};
+    return tfb::error{
+        error_kind::usage,
+        fmt::format("cannot read --store-password-file {}: {}; give a file that you can read, mode 600, that "
+                    "holds the etcd user's password",
+                    path, std::strerror(e))};
   }
   files::fd f(fd);
   struct stat st{};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    return tfb::error{error_kind::usage, fmt::format("--store-password-file {} is not a regular file; give a file, mode 600, that holds the etcd "
-                        "user's password",
-                        path)};
+    return tfb::error{
+        error_kind::usage,
+        fmt::format("--store-password-file {} is not a regular file; give a file, mode 600, that holds the etcd "
+                    "user's password",
+                    path)};
   }
   if (st.st_uid != ::getuid()) {
-    return tfb::error{error_kind::auth, fmt::format("--store-password-file {} belongs to uid {}, not to you (uid {}); use a file of your own, "
-                        "mode 600",
-                        path, st.st_uid, ::getuid())};
+    return tfb::error{
+        error_kind::auth,
+        fmt::format("--store-password-file {} belongs to uid {}, not to you (uid {}); use a file of your own, "
+                    "mode 600",
+                    path, st.st_uid, ::getuid())};
   }
   if ((st.st_mode & 077) != 0) {
-    return tfb::error{error_kind::auth, fmt::format("--store-password-file {} can be read or changed by others (mode {:04o}), and with the "
-                        "password in it anyone could write to the job's prefix in etcd; run `chmod 600 {}`",
-                        path, st.st_mode & 07777, path)};
+    return tfb::error{
+        error_kind::auth,
+        fmt::format("--store-password-file {} can be read or changed by others (mode {:04o}), and with the "
+                    "password in it anyone could write to the job's prefix in etcd; run `chmod 600 {}`",
+                    path, st.st_mode & 07777, path)};
   }
   if (st.st_size > 4096) {
-    return tfb::error{error_kind::usage, fmt::format("--store-password-file {} is larger than 4 KiB; give a file that holds the password alone",
-                        path)};
+    return tfb::error{
+        error_kind::usage,
+        fmt::format("--store-password-file {} is larger than 4 KiB; give a file that holds the password alone", path)};
   }
   out = read_size(fd, static_cast<std::size_t>(st.st_size));
   while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
   if (out.empty()) {
-    return tfb::error{error_kind::usage, fmt::format("--store-password-file {} is empty; put the etcd user's password in it", path)};
+    return tfb::error{error_kind::usage,
+                      fmt::format("--store-password-file {} is empty; put the etcd user's password in it", path)};
   }
   return std::nullopt;
 }
@@ -261,7 +281,9 @@ std::optional<tfb::error> link::ensure_origin(client& c) {
   if (s_.munge_key && !s_.secret) {
     fresh = auth::fresh_secret();
     auto sealed = munge_auth::seal(fresh, ::getuid(), error);
-    if (!sealed) return tfb::error{error_kind::store_unreachable, fmt::format("cannot seal the store's key with MUNGE: {}", error)};
+    if (!sealed)
+      return tfb::error{error_kind::store_unreachable,
+                        fmt::format("cannot seal the store's key with MUNGE: {}", error)};
     mine = key_record{key_id(&fresh), *sealed};
   } else {
     mine = key_record{key_id(s_.secret), {}};
@@ -295,9 +317,11 @@ std::optional<tfb::error> link::ensure_origin(client& c) {
   }
   key_record there;
   if (r.ranges[1].empty()) {
-    return tfb::error{error_kind::store_access, fmt::format("the store's prefix {} holds barriers but no key record ({}): someone deleted it, or an "
-                        "older tfbarrier made the prefix; give this job another prefix",
-                        s_.keys.prefix, s_.keys.key())};
+    return tfb::error{
+        error_kind::store_access,
+        fmt::format("the store's prefix {} holds barriers but no key record ({}): someone deleted it, or an "
+                    "older tfbarrier made the prefix; give this job another prefix",
+                    s_.keys.prefix, s_.keys.key())};
   }
   if (!key_record::parse(r.ranges[1][0].value, there))
     return tfb::error{error_kind::store_access,
@@ -306,11 +330,13 @@ std::optional<tfb::error> link::ensure_origin(client& c) {
                                   s_.keys.key())};
   if (!fresh.empty() && !there.munge.empty()) return take_sealed_key(there);
   if (there.id != mine.id) {
-    return tfb::error{error_kind::store_access, fmt::format("the hosts of this store's prefix {} use {}, and this host {}: every host of a job must "
-                        "use the same key (the same --secret-file, or MUNGE on every node); or give this job "
-                        "another prefix",
-                        s_.keys.prefix, there.source(),
-                        fresh.empty() ? mine.source() : std::string("a key shared through MUNGE"))};
+    return tfb::error{
+        error_kind::store_access,
+        fmt::format("the hosts of this store's prefix {} use {}, and this host {}: every host of a job must "
+                    "use the same key (the same --secret-file, or MUNGE on every node); or give this job "
+                    "another prefix",
+                    s_.keys.prefix, there.source(),
+                    fresh.empty() ? mine.source() : std::string("a key shared through MUNGE"))};
   }
   return std::nullopt;
 }
@@ -323,14 +349,18 @@ std::optional<tfb::error> link::take_settings(std::string_view origin) {
   int sm = 0;
   shared_settings there;
   if (!parse_origin(origin, sm, there)) {
-    return tfb::error{error_kind::settings_differ, fmt::format("{} does not hold an origin record of tfbarrier ('{}'): this prefix is not tfbarrier's, or "
-                        "was damaged: use another prefix for this job",
-                        s_.keys.origin(), origin.substr(0, 80))};
+    return tfb::error{
+        error_kind::settings_differ,
+        fmt::format("{} does not hold an origin record of tfbarrier ('{}'): this prefix is not tfbarrier's, or "
+                    "was damaged: use another prefix for this job",
+                    s_.keys.origin(), origin.substr(0, 80))};
   }
   if (sm != state_machine_version) {
-    return tfb::error{error_kind::settings_differ, fmt::format("the store's prefix {} was made by a tfbarrier of state-machine version {}, and this one "
-                        "runs version {}: give this job another prefix",
-                        s_.keys.prefix, sm, state_machine_version)};
+    return tfb::error{
+        error_kind::settings_differ,
+        fmt::format("the store's prefix {} was made by a tfbarrier of state-machine version {}, and this one "
+                    "runs version {}: give this job another prefix",
+                    s_.keys.prefix, sm, state_machine_version)};
   }
   std::vector<std::string> differ;
   if (s_.max_barriers_given && s_.shared.max_barriers != there.max_barriers)
@@ -340,10 +370,12 @@ std::optional<tfb::error> link::take_settings(std::string_view origin) {
     differ.push_back(fmt::format("--forget-after {}ms (this host) and {}ms (the store)", s_.shared.forget_after,
                                  there.forget_after));
   if (!differ.empty()) {
-    return tfb::error{error_kind::settings_differ, fmt::format("this host's settings differ from those of the store's prefix {}, which its first host "
-                        "set and every host runs by: {}. Start it without them (it takes the store's), or give "
-                        "the job a new prefix to change them",
-                        s_.keys.prefix, fmt::join(differ, "; "))};
+    return tfb::error{
+        error_kind::settings_differ,
+        fmt::format("this host's settings differ from those of the store's prefix {}, which its first host "
+                    "set and every host runs by: {}. Start it without them (it takes the store's), or give "
+                    "the job a new prefix to change them",
+                    s_.keys.prefix, fmt::join(differ, "; "))};
   }
   s_.shared = there;
   return std::nullopt;
@@ -356,15 +388,19 @@ std::optional<tfb::error> link::take_sealed_key(const key_record& there) {
   std::string why;
   auto d = munge_auth::unseal(there.munge, refused, why);
   if (!d) {
-    return tfb::error{refused ? error_kind::store_access : error_kind::store_unreachable, fmt::format("cannot open the store's key {} with MUNGE: {}{}", s_.keys.key(), why,
-                        refused ? "; it was made for another user, or on a cluster with another MUNGE key: give "
-                                  "this job a prefix of its own"
-                                : "")};
+    return tfb::error{
+        refused ? error_kind::store_access : error_kind::store_unreachable,
+        fmt::format("cannot open the store's key {} with MUNGE: {}{}", s_.keys.key(), why,
+                    refused ? "; it was made for another user, or on a cluster with another MUNGE key: give "
+                              "this job a prefix of its own"
+                            : "")};
   }
   if (d->uid != ::getuid() || key_id(&d->payload) != there.id) {
-    return tfb::error{error_kind::store_access, fmt::format("the store's key {} was made by uid {}, not by this user (uid {}): someone else wrote it "
-                        "there; give this job a prefix of its own",
-                        s_.keys.key(), d->uid, ::getuid())};
+    return tfb::error{
+        error_kind::store_access,
+        fmt::format("the store's key {} was made by uid {}, not by this user (uid {}): someone else wrote it "
+                    "there; give this job a prefix of its own",
+                    s_.keys.key(), d->uid, ::getuid())};
   }
   munge_secret_ = std::move(d->payload);
   s_.secret = &munge_secret_;
@@ -378,9 +414,11 @@ bool link::check_versions(client& c, tfb::error& error) {
   for (const auto& k : hosts) {
     presence p;
     if (!presence::parse(k.value, p) || p.sm != state_machine_version) {
-      error = tfb::error{error_kind::store_unreachable, fmt::format("the host {} of this store runs state-machine version {} and this one {}: every host of "
-                          "a store must run the same tfbarrier version",
-                          k.key, p.sm, state_machine_version)};
+      error = tfb::error{
+          error_kind::store_unreachable,
+          fmt::format("the host {} of this store runs state-machine version {} and this one {}: every host of "
+                      "a store must run the same tfbarrier version",
+                      k.key, p.sm, state_machine_version)};
       return false;
     }
   }
@@ -411,7 +449,8 @@ bool link::register_self(client& c, std::int64_t& lease, std::int64_t& inc, tfb:
     txn_result d;
     if (!c.txn({same}, {del}, {}, d, error)) return false;
   }
-  error = tfb::error{error_kind::store_unreachable, fmt::format("cannot register {} in the store: its presence key keeps coming back", key)};
+  error = tfb::error{error_kind::store_unreachable,
+                     fmt::format("cannot register {} in the store: its presence key keeps coming back", key)};
   return false;
 }
 
@@ -575,7 +614,8 @@ bool link::write_batch(client& c, const std::string& value, std::uint64_t seq, s
       ++write_errors_;
       // Said once, then every 10 s while it lasts (etcd may refuse for long: no quorum, NOSPACE).
       if (failures++ % 50 == 0)
-        log(fmt::format("warning: cannot write to the store, retrying every {} ms: {}", retry_every.count(), error.text));
+        log(fmt::format("warning: cannot write to the store, retrying every {} ms: {}", retry_every.count(),
+                        error.text));
     }
     if (!sleep_for(retry_every)) return true;
   }
@@ -704,9 +744,11 @@ bool link::read_catch_up(client& c, catch_up& out, tfb::error& error) {
       return false;
     }
     if (s_.secret && !auth::equal(mac, auth::hmac_hex(*s_.secret, it->second->key + "\n" + text))) {
-      error = tfb::error{error_kind::store_unreachable, fmt::format("the newest snapshot {} does not carry this job's MAC: it was written by someone without "
-                          "the job's secret (or the hosts have different secrets)",
-                          it->second->key)};
+      error = tfb::error{
+          error_kind::store_unreachable,
+          fmt::format("the newest snapshot {} does not carry this job's MAC: it was written by someone without "
+                      "the job's secret (or the hosts have different secrets)",
+                      it->second->key)};
       return false;
     }
     out.snapshot = std::move(text);
@@ -728,7 +770,8 @@ bool link::read_catch_up(client& c, catch_up& out, tfb::error& error) {
       k.value = std::move(first[0].value);
       k.lease = first[0].lease;  // a presence counts by its first version's lease (follower.h, leased)
     } else {
-      log(fmt::format("warning: store: {} was put again since revision {} and its first version cannot be read "
+      log(
+          fmt::format("warning: store: {} was put again since revision {} and its first version cannot be read "
                       "({}): this host uses the value it has now, which other hosts may not have applied",
                       k.key, k.create_revision, why.text.empty() ? "not found" : why.text));
     }
@@ -869,7 +912,8 @@ bool link::put_once(client& c, const std::string& key, const std::string& value,
   if (!c.txn({fresh}, {op{op::type::put, key, value, {}, 0}}, {op{op::type::range, key, {}, {}, 0}}, r, error))
     return false;
   if (r.succeeded || (!r.ranges.empty() && !r.ranges[0].empty() && r.ranges[0][0].value == value)) return true;
-  error = tfb::error{error_kind::store_unreachable, key + " exists already with another value (written by someone else?)"};
+  error =
+      tfb::error{error_kind::store_unreachable, key + " exists already with another value (written by someone else?)"};
   return false;
 }
 
@@ -971,7 +1015,8 @@ bool link::write_gone(client& c, const chore& ch, tfb::error& error) {
   compare same{compare::target::mod_revision, compare::op::equal, ch.key, there.mod_revision, {}};
   txn_result w;
   if (!c.txn({present, same}, {op{op::type::del, ch.key, {}, {}, 0}}, {}, w, error)) return false;
-  error = tfb::error{error_kind::store_unreachable, w.succeeded ? "a forged end was there (deleted): writing it anew" : "the end key changed while it was deleted"};
+  error = tfb::error{error_kind::store_unreachable, w.succeeded ? "a forged end was there (deleted): writing it anew"
+                                                                : "the end key changed while it was deleted"};
   return false;
 }
 
@@ -1019,7 +1064,8 @@ void link::janitor_loop() {
         continue;
       }
       ++write_errors_;
-      if (failures++ % 50 == 0) log(fmt::format("warning: store: cannot write {} yet, retrying: {}", ch.key, error.text));
+      if (failures++ % 50 == 0)
+        log(fmt::format("warning: store: cannot write {} yet, retrying: {}", ch.key, error.text));
       next_try = std::chrono::steady_clock::now() + retry_every;
       std::lock_guard lk(m_);
       chores_.push_back(std::move(ch));
