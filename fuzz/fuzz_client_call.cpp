@@ -124,7 +124,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     } else if (ev == 13) {
       s = call.lost();
     } else if (ev == 14) {
-      s = call.fail(69, "unreachable");
+      s = call.fail({error_kind::unreachable, "unreachable"});
     } else {
       s = call.verdict_ready("DECIDE\n");
     }

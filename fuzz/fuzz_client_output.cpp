@@ -102,8 +102,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     auto out = conn.feed(lines.substr(pos, nl - pos));
     pos = nl + 1;
     // The error and the busy text go to stderr as finish and the back-off print them.
-    if (!out.error.empty()) require(check::terminal_safe(printable(out.error, true), true));
-    if (!out.error.empty()) require(check::terminal_safe(printable(out.error)));
+    if (!out.failure.text.empty()) require(check::terminal_safe(printable(out.failure.text, true), true));
+    if (!out.failure.text.empty()) require(check::terminal_safe(printable(out.failure.text)));
     if (out.reply) print_reply(*out.reply, width, utf8);
     if (out.event == client::conn_event::failed || out.event == client::conn_event::busy) break;
   }

@@ -137,8 +137,8 @@ constexpr std::array<command_def, 8> commands{{{"serve", cmd::define_serve},
 
 /// The command word (and options before it) checked before CLI11 parses, for
 /// errors that name what is wrong. Sets selected to the command to build ("":
-/// all of them, for the top-level help). Returns an exit code, or -1 to go on.
-int check_command_word(int argc, char** argv, std::string_view& selected) {
+/// all of them, for the top-level help). Returns an exit code, or nullopt to go on.
+std::optional<int> check_command_word(int argc, char** argv, std::string_view& selected) {
   const char* first_word = nullptr;
   const char* first_option = nullptr;
   for (int i = 1; i < argc && !first_word; ++i) {
@@ -192,7 +192,7 @@ int check_command_word(int argc, char** argv, std::string_view& selected) {
     return exit_code::usage;
   }
   selected = known && !help ? std::string_view(first_word) : std::string_view();
-  return -1;
+  return std::nullopt;
 }
 
 
@@ -356,7 +356,7 @@ parsed_command parse_command_line(int argc, char** argv, bool keep_app) {
     return parse_command_line(static_cast<int>(args.size()) - 1, args.data(), keep_app);
   }
   std::string_view selected;
-  if (int rc = check_command_word(argc, argv, selected); rc >= 0) return {std::nullopt, rc};
+  if (auto rc = check_command_word(argc, argv, selected)) return {std::nullopt, *rc};
   auto app = std::make_unique<CLI::App>(
       "tfbarrier: a named, reusable barrier for cluster job scripts.\n"
       "After each epoch every worker waits at a barrier; the chief (rank 0) decides\n"

@@ -106,8 +106,8 @@ std::string unconfirmed_text(const call_result& r) {
                                  "still be counted in the round, and the others released with it (exit {}, not "
                                  "{}). Treat its outcome as unknown: `tfbarrier status --name {}` shows whom the "
                                  "round counts",
-                                 format_duration(r.timeout), where(r), why, exit_code::unconfirmed,
-                                 exit_code::timed_out, r.name);
+                                 format_duration(r.timeout), where(r), why, exit_code_of(error_kind::unconfirmed),
+                                 exit_code_of(error_kind::timed_out), r.name);
   if (r.last) text += "; the host's last status: " + arrived_text(*r.last);
   return text;
 }
@@ -157,6 +157,7 @@ std::string recorded_text(const client::recorded& r) {
                      r.gen, r.arrived, r.n ? std::to_string(*r.n) : "?");
 }
 
+/// A verdict (or a done decide or abort): not a failure, so not a cause's code.
 outcome text(int code, std::string err) { return outcome{code, "", std::move(err), std::nullopt, {}, std::nullopt}; }
 
 }  // namespace
@@ -173,22 +174,23 @@ outcome outcome_of(const call_result& r) {
       return o;
     }
     case kind::all_here: return text(exit_code::released_continue, "");
-    case kind::aborted: return text(exit_code::aborted, aborted_text(r));
-    case kind::timed_out: return text(exit_code::timed_out, timed_out_text(r));
-    case kind::unconfirmed: return text(exit_code::unconfirmed, unconfirmed_text(r));
+    case kind::aborted: return outcome::failed({error_kind::aborted, aborted_text(r)});
+    case kind::timed_out: return outcome::failed({error_kind::timed_out, timed_out_text(r)});
+    case kind::unconfirmed: return outcome::failed({error_kind::unconfirmed, unconfirmed_text(r)});
     case kind::decide_recorded: return text(exit_code::released_continue, recorded_text(r.rec));
     case kind::decide_delivered:
       return text(exit_code::released_continue,
                   fmt::format("verdict {} delivered to {} participant{} of barrier {} round {}", proto::to_string(r.v),
                               r.delivered.value_or(0), r.delivered.value_or(0) == 1 ? "" : "s", r.name, r.gen));
-    case kind::decide_timed_out: return text(exit_code::timed_out, decide_timed_out_text(r));
+    case kind::decide_timed_out: return outcome::failed({error_kind::timed_out, decide_timed_out_text(r)});
     case kind::abort_done: return text(exit_code::released_continue, abort_done_text(r));
     case kind::interrupted:
-      return text(r.sig == client::interrupt_signal::sigterm ? exit_code::interrupted_term : exit_code::interrupted_int,
-                  interrupted_text(r));
-    case kind::failed: return text(r.exit_code, r.message);
+      return outcome::failed({r.sig == client::interrupt_signal::sigterm ? error_kind::interrupted_term
+                                                                          : error_kind::interrupted_int,
+                              interrupted_text(r)});
+    case kind::failed: return outcome::failed(r.failure);
   }
-  return text(exit_code::protocol, "internal error: a call ended with a result of no known kind");
+  return outcome::failed({error_kind::protocol, "internal error: a call ended with a result of no known kind"});
 }
 
 }  // namespace tfb::cmd

@@ -287,11 +287,10 @@ call_step client_call::lost() {
   return s;
 }
 
-call_step client_call::fail(int exit_code, std::string text) {
+call_step client_call::fail(tfb::error e) {
   call_step s;
   call_result r = base(kind::failed);
-  r.exit_code = exit_code;
-  r.message = std::move(text);
+  r.failure = std::move(e);
   finish(std::move(r), s);
   return s;
 }

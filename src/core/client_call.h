@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "duration.h"
+#include "error.h"
 #include "protocol.h"
 
 namespace tfb {
@@ -85,7 +86,7 @@ struct call_result {
     decide_timed_out, ///< decide: --timeout: v (ours), name, gen, timeout, and last or `why` reconnecting
     abort_done,       ///< abort: ABORTED: name, gen, delivered (those told)
     interrupted,      ///< a signal: sig, how
-    failed,           ///< the connection's end (unreachable, protocol, auth...): exit_code and text
+    failed,           ///< the connection's end (unreachable, protocol, auth...): failure
   };
   /// What an interrupted call can say of its round.
   enum class interrupt_how : std::uint8_t {
@@ -102,7 +103,7 @@ struct call_result {
   proto::verdict v = proto::verdict::none;
   std::string name;
   std::uint64_t gen = 0;
-  std::string message;  ///< the chief's message (released), the reason (aborted), the text (failed)
+  std::string message;  ///< the chief's message (released), the reason (aborted)
   std::optional<std::uint32_t> delivered;
   duration timeout{};
   std::optional<proto::barrier_info> last;  ///< the host's last STATUS of the round, if it gave one
@@ -112,7 +113,7 @@ struct call_result {
   interrupt_signal sig = interrupt_signal::sigint;
   interrupt_how how = interrupt_how::plain;
   recorded rec;               ///< decide_recorded
-  int exit_code = 0;          ///< failed only (the connection's own code)
+  tfb::error failure;         ///< failed only: the connection's own cause and words
 };
 
 enum class call_kind : std::uint8_t { wait, decide, abort };
@@ -163,7 +164,7 @@ class client_call {
   /// reconnects unless this finishes the call.
   call_step lost();
   /// The driver's own end of the call (unreachable, a protocol error, ...).
-  call_step fail(int exit_code, std::string text);
+  call_step fail(tfb::error e);
   /// wait --decide-by: the command ended; `request` is the DECIDE or ABORT it makes.
   call_step verdict_ready(std::string request);
 

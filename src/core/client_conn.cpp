@@ -3,21 +3,20 @@
 #include <fmt/format.h>
 
 #include "auth.h"
-#include "exit_codes.h"
 #include "text.h"
 #include "version.h"
 
 namespace tfb::client {
 
-int exit_for(proto::error_kind k) {
+error_kind kind_of(proto::error_kind k) {
   switch (k) {
-    case proto::error_kind::conflict: return exit_code::conflict;
+    case proto::error_kind::conflict: return error_kind::conflict;
     case proto::error_kind::needn:
-    case proto::error_kind::ambiguous: return exit_code::usage;
-    case proto::error_kind::aborted: return exit_code::aborted;
-    case proto::error_kind::busy: return exit_code::unreachable;
-    case proto::error_kind::auth: return exit_code::auth;
-    default: return exit_code::protocol;
+    case proto::error_kind::ambiguous: return error_kind::usage;
+    case proto::error_kind::aborted: return error_kind::aborted;
+    case proto::error_kind::busy: return error_kind::unreachable;
+    case proto::error_kind::auth: return error_kind::auth;
+    default: return error_kind::protocol;
   }
 }
 
@@ -53,30 +52,29 @@ std::optional<std::string> client_conn::keepalive(duration silent) {
   return seal(proto::format_request(proto::ping{}));
 }
 
-conn_output client_conn::fail(int code, std::string error) {
+conn_output client_conn::fail(error_kind k, std::string text) {
   over_ = true;
   conn_output out;
   out.event = conn_event::failed;
-  out.exit_code = code;
-  out.error = std::move(error);
+  out.failure = {k, std::move(text)};
   return out;
 }
 
 conn_output client_conn::feed(std::string l) {
   if (over_) return {};
   if (!key_.empty() && !auth::unseal(l, key_, auth::direction::to_client, in_seq_++))
-    return fail(exit_code::auth, fmt::format("a reply from the host at {} failed its authentication check (altered on "
+    return fail(error_kind::auth, fmt::format("a reply from the host at {} failed its authentication check (altered on "
                                              "the way, or not from the host)",
                                              cfg_.addr));
   std::string err;
   auto rep = reader_.feed(l, err);
   if (reader_.too_long())  // a STATUS or HISTORY that streams on and on: its size is bounded, so is ours
-    return fail(exit_code::protocol,
+    return fail(error_kind::protocol,
                 fmt::format("the host at {} {}; a tfbarrier host's replies are far smaller (docs/protocol.md, "
                             "bounded message sizes): it is not a tfbarrier host, or a faulty one",
                             cfg_.addr, err));
   if (!err.empty())
-    return fail(exit_code::protocol,
+    return fail(error_kind::protocol,
                 greeted_ ? fmt::format("the host at {} sent a line this client does not understand: {}", cfg_.addr, err)
                          : fmt::format("the program at {} is not a tfbarrier host ({}); if another program has that "
                                        "port, set TFBARRIER_PORT or --addr",
@@ -90,7 +88,7 @@ conn_output client_conn::feed(std::string l) {
     bool handshake_error = e->kind == k::version || e->kind == k::handshake || e->kind == k::toolong ||
                            e->kind == k::badrequest || e->kind == k::timeout || e->kind == k::busy || e->kind == k::auth;
     if (!greeted_ && !handshake_error)
-      return fail(exit_code::protocol,
+      return fail(error_kind::protocol,
                   fmt::format("the program at {} answered ERR {} before it greeted as a tfbarrier host; if another "
                               "program has that port, set TFBARRIER_PORT or --addr",
                               cfg_.addr, proto::to_string(e->kind)));
@@ -98,20 +96,20 @@ conn_output client_conn::feed(std::string l) {
       over_ = true;
       conn_output out;
       out.event = conn_event::busy;
-      out.error = e->text;
+      out.failure = {error_kind::unreachable, e->text};
       return out;
     }
     if (e->kind == k::version)  // the host's text names its version; say ours, and what to do
-      return fail(exit_code::protocol,
+      return fail(error_kind::protocol,
                   fmt::format("the host at {} refused this tfbarrier {} (protocol version {}): {}; run the same "
                               "version of tfbarrier on the host and in the job",
                               cfg_.addr, version, protocol_version, e->text));
-    return fail(exit_for(e->kind), e->text);
+    return fail(kind_of(e->kind), e->text);
   }
   if (!greeted_) {
     auto* hr = std::get_if<proto::hello_reply>(&*rep);
     if (!hr)
-      return fail(exit_code::protocol,
+      return fail(error_kind::protocol,
                   fmt::format("the program at {} is not a tfbarrier host (it did not greet with HELLO); if another "
                               "program has that port, set TFBARRIER_PORT or --addr",
                               cfg_.addr));
@@ -119,7 +117,7 @@ conn_output client_conn::feed(std::string l) {
   }
   if (std::holds_alternative<proto::pong>(*rep)) return {};
   if (auto* sd = std::get_if<proto::shutdown>(&*rep))
-    return fail(exit_code::unreachable,
+    return fail(error_kind::host_lost,
                 sd->text.empty() ? fmt::format("the host at {} shut down", cfg_.addr) : sd->text);
   conn_output out;
   out.event = conn_event::reply;
@@ -129,13 +127,13 @@ conn_output client_conn::feed(std::string l) {
 
 conn_output client_conn::greeting(const proto::hello_reply& hr, std::string_view raw) {
   if (hr.version != static_cast<std::uint32_t>(protocol_version))
-    return fail(exit_code::protocol,
+    return fail(error_kind::protocol,
                 fmt::format("the host at {} ({}) speaks protocol {}, and this tfbarrier {} speaks {}: run the same "
                             "version of tfbarrier on the host and in the job",
                             cfg_.addr, hr.server.empty() ? "unnamed" : hr.server, hr.version, version,
                             protocol_version));
   if (!cfg_.store.empty() && hr.store != cfg_.store)
-    return fail(exit_code::unreachable,
+    return fail(error_kind::unreachable,
                 fmt::format("the host at {} {}, not in the store {} given here (--store or TFBARRIER_STORE): it is "
                             "not this job's; stop it, or give this job another port (--port or TFBARRIER_PORT)",
                             cfg_.addr,
@@ -143,7 +141,7 @@ conn_output client_conn::greeting(const proto::hello_reply& hr, std::string_view
                                              : fmt::format("keeps its barriers in the store {}", quote_text(hr.store)),
                             quote_text(std::string(cfg_.store))));
   if (hr.auth != "none" && hr.auth != "hmac" && hr.auth != "munge")
-    return fail(exit_code::protocol,
+    return fail(error_kind::protocol,
                 fmt::format("the host at {} asks for authentication {}, which this tfbarrier {} does not know (it "
                             "knows none, hmac and munge): run the same version of tfbarrier on the host and in the job",
                             cfg_.addr, quote_text(hr.auth), version));
@@ -161,13 +159,13 @@ conn_output client_conn::greeting(const proto::hello_reply& hr, std::string_view
   } else if (hr.auth == "hmac") {
     out = hmac_handshake(hr, auth::transcript(hello_, auth::without_field(raw, "proof")));
   } else if (cfg_.secret) {
-    return fail(exit_code::auth,
+    return fail(error_kind::auth,
                 fmt::format("the host at {} does not authenticate, but this participant has a secret: refusing a "
                             "host that could be a fake; start the host with the same --secret-file",
                             cfg_.addr));
   } else if (cfg_.require_auth) {
     // Nothing has been sent but HELLO: the request (barrier name, message) stays here.
-    return fail(exit_code::auth,
+    return fail(error_kind::auth,
                 fmt::format("the host at {} does not authenticate (auth=none), so anyone who can reach it, or "
                             "anyone on the path, could have given this verdict: refusing it. Give both sides a "
                             "shared secret (tfbarrier secret, then --secret-file), run under MUNGE, or pass "
@@ -186,15 +184,15 @@ conn_output client_conn::munge_handshake(const proto::hello_reply& hr, const std
   std::string merr;
   auto d = env_.munge_decode(munge_auth::from_wire(hr.cred), merr);
   if (!d)
-    return fail(exit_code::auth,
+    return fail(error_kind::auth,
                 fmt::format("the host at {} authenticates with MUNGE, and its credential was refused here: {}",
                             cfg_.addr, merr));
   uid_t me = env_.uid();
   if (d->uid != me)
-    return fail(exit_code::auth, fmt::format("the host at {} runs as uid {}, not as you (uid {}): refusing it",
+    return fail(error_kind::auth, fmt::format("the host at {} runs as uid {}, not as you (uid {}): refusing it",
                                              cfg_.addr, d->uid, me));
   if (d->payload != fmt::format("tfbarrier-host-munge\n{}\n{}\n{}", nonce_, hr.nonce, transcript))
-    return fail(exit_code::auth,
+    return fail(error_kind::auth,
                 fmt::format("the host at {}'s MUNGE credential is not for this connection: the handshake was altered "
                             "on the way (HELLO or its reply rewritten), or the credential was replayed; refusing it",
                             cfg_.addr));
@@ -203,7 +201,7 @@ conn_output client_conn::munge_handshake(const proto::hello_reply& hr, const std
   auto cred =
       env_.munge_encode(fmt::format("tfbarrier-client-munge\n{}\n{}\n{}\n{}", nonce_, hr.nonce, transcript, key),
                         d->uid, merr);
-  if (!cred) return fail(exit_code::auth, fmt::format("cannot make a MUNGE credential: {}", merr));
+  if (!cred) return fail(error_kind::auth, fmt::format("cannot make a MUNGE credential: {}", merr));
   conn_output out;
   out.bytes = proto::format_request(proto::auth_req{"", munge_auth::to_wire(*cred)});
   key_ = std::move(key);
@@ -213,13 +211,13 @@ conn_output client_conn::munge_handshake(const proto::hello_reply& hr, const std
 
 conn_output client_conn::hmac_handshake(const proto::hello_reply& hr, const std::string& transcript) {
   if (!cfg_.secret)
-    return fail(exit_code::auth,
+    return fail(error_kind::auth,
                 fmt::format("the host at {} requires authentication: give this participant the host's secret file "
                             "(--secret-file FILE or TFBARRIER_SECRET_FILE)",
                             cfg_.addr));
   const std::string& secret = *cfg_.secret;
   if (!auth::equal(hr.proof, auth::host_proof(secret, nonce_, hr.nonce, transcript)))
-    return fail(exit_code::auth,
+    return fail(error_kind::auth,
                 fmt::format("the host at {} could not prove it knows the secret: it is not the host you meant, its "
                             "secret file differs from this one, or the handshake was altered on the way",
                             cfg_.addr));

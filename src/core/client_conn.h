@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "duration.h"
+#include "error.h"
 #include "munge_wire.h"
 #include "protocol.h"
 
@@ -43,7 +44,7 @@ struct conn_config {
   const std::string* secret = nullptr;  ///< the shared secret, if any
   /// Send the request with HELLO, before the host has greeted (no secret, loopback).
   bool pipeline = false;
-  /// Refuse a host that does not authenticate (auth=none) with exit 77: set
+  /// Refuse a host that does not authenticate (auth=none), an auth error: set
   /// beyond loopback, unless the participant was told --insecure.
   bool require_auth = false;
   /// The store (its prefix, store_name.h) the caller was given: a host that
@@ -56,13 +57,13 @@ enum class conn_event {
   none,      ///< nothing for the caller (a line inside a STATUS block, PONG)
   greeted,   ///< the host greeted and the handshake is done: keep-alives may start
   reply,     ///< a reply to the request (conn_output::reply)
-  failed,    ///< the call is over: exit_code and error
+  failed,    ///< the call is over: failure
   /// The host authenticates, and the request went with HELLO: connect again,
   /// without pipelining, with the secret (loaded from its file if none was given).
   retry_with_secret,
   /// The host is full (ERR BUSY before its greeting: out of connections, or
   /// of MUNGE capacity): connect again after a back-off, within the connect
-  /// budget. conn_output::error holds the host's words.
+  /// budget. conn_output::failure's text holds the host's words.
   busy,
 };
 
@@ -70,14 +71,13 @@ struct conn_output {
   std::string bytes;  ///< to send, sealed when the connection is
   conn_event event = conn_event::none;
   std::optional<proto::reply> reply;  ///< event reply
-  int exit_code = 0;                  ///< event failed
-  std::string error;                  ///< event failed: a sentence for stderr
+  tfb::error failure;                 ///< event failed (and busy): the cause, and a sentence for stderr
   /// event retry_with_secret: the host wants the shared secret (not MUNGE).
   bool wants_secret = false;
 };
 
-/// The exit code of an ERR reply.
-int exit_for(proto::error_kind k);
+/// The cause of an ERR reply (its exit code: exit_code_of).
+error_kind kind_of(proto::error_kind k);
 
 class client_conn {
  public:
@@ -104,7 +104,7 @@ class client_conn {
   conn_output greeting(const proto::hello_reply& hr, std::string_view raw);
   conn_output munge_handshake(const proto::hello_reply& hr, const std::string& transcript);
   conn_output hmac_handshake(const proto::hello_reply& hr, const std::string& transcript);
-  conn_output fail(int code, std::string error);
+  conn_output fail(error_kind k, std::string text);
 
   conn_config cfg_;
   client_env& env_;

@@ -1,6 +1,13 @@
 #pragma once
 // The one table of tfbarrier's exit codes. man/tfbarrier.1, --help and
 // README.md repeat it; tests/bats/man.bats checks they agree.
+//
+// A failure carries its cause (core/error.h); exit_code_of, below, is the
+// one place a cause becomes a code. Outside it, code names only ok (a
+// command did what it was asked) and released_continue/released_stop (a
+// verdict, which is no failure); scripts/check-layers refuses literal exit
+// codes elsewhere.
+#include "error.h"
 
 namespace tfb::exit_code {
 inline constexpr int ok = 0;                 ///< success: a command that is not a wait did what it was asked
@@ -40,4 +47,29 @@ inline constexpr exit_code_row exit_code_table[] = {
     {exit_code::interrupted_int, "interrupted by SIGINT"},
     {exit_code::interrupted_term, "interrupted by SIGTERM"},
 };
+
+/// The one table from a failure's cause to its exit code.
+constexpr int exit_code_of(error_kind k) {
+  switch (k) {
+    case error_kind::usage:
+    case error_kind::settings_differ:
+    case error_kind::file: return exit_code::usage;
+    case error_kind::aborted: return exit_code::aborted;
+    case error_kind::conflict: return exit_code::conflict;
+    case error_kind::unreachable:
+    case error_kind::host_lost:
+    case error_kind::cannot_listen:
+    case error_kind::store_unreachable: return exit_code::unreachable;
+    case error_kind::store_access:
+    case error_kind::auth: return exit_code::auth;
+    case error_kind::protocol:
+    case error_kind::internal: return exit_code::protocol;
+    case error_kind::timed_out: return exit_code::timed_out;
+    case error_kind::unconfirmed: return exit_code::unconfirmed;
+    case error_kind::interrupted_int: return exit_code::interrupted_int;
+    case error_kind::interrupted_term: return exit_code::interrupted_term;
+  }
+  return exit_code::protocol;
+}
+inline int exit_code_of(const error& e) { return exit_code_of(e.kind); }
 }  // namespace tfb

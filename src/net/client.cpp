@@ -101,16 +101,22 @@ class engine {
     await_signal();
     asio::co_spawn(io_, main(request), asio::detached);
     io_.run();
-    return result_.value_or(outcome{exit_code::protocol, "", "internal error: the call ended without an outcome"});
+    return result_.value_or(outcome::failed({error_kind::protocol, "internal error: the call ended without an outcome"}));
   }
 
   void write(std::string bytes) { write_sealed(conn_ ? conn_->seal(std::move(bytes)) : std::move(bytes)); }
-  void finish(outcome o) {
+  /// The connection's own end (unreachable, a protocol error, ...): a call
+  /// says what it ends with; another request ends with the error.
+  void fail(error e) {
     if (result_) return;
-    if (call_ && !o.result) {  // the connection's own end: the call says what it ends with
-      auto step = call_->fail(o.exit_code, o.err);
+    if (call_) {
+      auto step = call_->fail(e);
       if (step.result) return apply_(std::move(step));
     }
+    finish(outcome::failed(std::move(e)));
+  }
+  void finish(outcome o) {
+    if (result_) return;
     if (on_finish_) on_finish_();
     result_ = std::move(o);
     asio::error_code ec;
@@ -199,8 +205,8 @@ class engine {
       }
       bool term = sig == SIGTERM;
       if (!call_) {  // status, report: nothing to withdraw
-        finish(outcome{term ? exit_code::interrupted_term : exit_code::interrupted_int, "",
-                       term ? "interrupted by SIGTERM" : "interrupted by SIGINT"});
+        fail({term ? error_kind::interrupted_term : error_kind::interrupted_int,
+              term ? "interrupted by SIGTERM" : "interrupted by SIGINT"});
         return;
       }
       apply_(call_->signal(term ? client::interrupt_signal::sigterm : client::interrupt_signal::sigint, link()));
@@ -274,7 +280,7 @@ class engine {
       if (first && o_.on_first_failure) o_.on_first_failure();
       if (!first && o_.why_no_host) {
         if (std::string stop = o_.why_no_host(); !stop.empty()) {
-          finish(outcome{exit_code::unreachable, "", stop});
+          fail({error_kind::unreachable, stop});
           co_return false;
         }
       }
@@ -282,7 +288,7 @@ class engine {
       auto left = std::chrono::duration_cast<duration>(give_up_at - clock::now());
       auto wait = tries.next(std::uniform_real_distribution<double>(0.5, 1.5)(rng), left);
       if (timed_out_connecting_ || !wait) {
-        finish(unreachable(last_error));
+        fail(unreachable(last_error));
         co_return false;
       }
       asio::steady_timer t(io_, *wait);
@@ -291,14 +297,14 @@ class engine {
     co_return false;
   }
 
-  outcome unreachable(std::string why) {
+  error unreachable(std::string why) {
     if (!busy_.empty())  // the host was there, but full: say so, and what would make room
-      return outcome{exit_code::unreachable, "",
+      return {error_kind::unreachable,
                      fmt::format("{}the host at {} stayed busy for {} (ERR BUSY: {}{}): raise its limits (serve "
                                  "--max-connections, --max-per-address, ulimit -n), check its munged, or try later",
                                  lost_.empty() ? std::string() : lost_ + ", and then ", o_.addr,
                                  format_duration(o_.connect_timeout), busy_, why.empty() ? "" : "; then " + why)};
-    return outcome{exit_code::unreachable, "",
+    return {error_kind::unreachable,
                    fmt::format("{}cannot reach the host at {} within {} ({}); is `tfbarrier serve` running there? "
                                "Check --addr, TFBARRIER_ADDR or TFBARRIER_HOST and TFBARRIER_PORT (`tfbarrier config` says which set it), "
                                "or raise --connect-timeout",
@@ -335,7 +341,7 @@ class engine {
       if (end.k == conn_end::kind::busy && !co_await back_off_busy(end.why)) co_return;
       bool lost = end.k == conn_end::kind::lost;
       if (!resumable_ && lost) {
-        finish(outcome{exit_code::unreachable, "", end.why});
+        fail({error_kind::host_lost, end.why});
         co_return;
       }
       // Reconnect with backoff and send the same request again: the host knows our id.
@@ -366,7 +372,7 @@ class engine {
     std::mt19937 rng(seed);
     auto wait = busy_backoff_.next(std::uniform_real_distribution<double>(0.5, 1.5)(rng), left);
     if (!wait) {
-      finish(unreachable(""));
+      fail(unreachable(""));
       co_return false;
     }
     asio::steady_timer t(io_, *wait);
@@ -389,7 +395,7 @@ class engine {
         // store), or that went since connect (a restart), is asked again
         // after a back-off, within --connect-timeout: nothing was sent.
         if (not_yet) co_return conn_end{conn_end::kind::busy, std::move(*refused)};
-        finish(outcome{exit_code::auth, "", std::move(*refused)});
+        fail({error_kind::auth, std::move(*refused)});
         co_return conn_end{};
       }
     }
@@ -464,7 +470,7 @@ class engine {
           return true;
         }
         return false;
-      case client::conn_event::failed: finish(outcome{out.exit_code, "", std::move(out.error)}); return true;
+      case client::conn_event::failed: fail(std::move(out.failure)); return true;
       case client::conn_event::retry_with_secret:
         no_pipeline_ = true;
         if (out.wants_secret && !o_.secret && !o_.secret_path.empty()) {
@@ -475,7 +481,7 @@ class engine {
         return true;
       case client::conn_event::busy:
         end.k = conn_end::kind::busy;
-        end.why = std::move(out.error);
+        end.why = std::move(out.failure.text);
         return true;
     }
     return false;
@@ -498,7 +504,7 @@ class engine {
         }
         if (!done()) bound_reply_time();
         if (splitter.overflow()) {
-          finish(outcome{exit_code::protocol, "", fmt::format("the host at {} sent an over-long line", o_.addr)});
+          fail({error_kind::protocol, fmt::format("the host at {} sent an over-long line", o_.addr)});
           co_return end;
         }
       }
@@ -528,7 +534,7 @@ class engine {
     reply_deadline_.expires_after(o_.connect_timeout);
     reply_deadline_.async_wait([this, gen = conn_gen_, kind = std::string(kind)](asio::error_code ec) {
       if (ec || done() || gen != conn_gen_) return;
-      finish(outcome{exit_code::protocol, "",
+      fail({error_kind::protocol,
                      fmt::format("the host at {} began a {} reply and did not end it within {} (--connect-timeout): "
                                  "it is not a tfbarrier host, or a faulty one",
                                  o_.addr, kind, format_duration(o_.connect_timeout))});
@@ -538,7 +544,7 @@ class engine {
   /// Why a connection was lost, or the call's end when the connect budget is spent.
   conn_end lost(const std::error_code& ec) {
     if (timed_out_connecting_) {
-      finish(unreachable(conn_->greeted() ? "the host greeted, but did not answer the request: is it overloaded?"
+      fail(unreachable(conn_->greeted() ? "the host greeted, but did not answer the request: is it overloaded?"
                                           : "connected, but the host did not answer: is it stopped or overloaded?"));
       return conn_end{};
     }
@@ -899,7 +905,8 @@ class tcp_coordinator final : public coordinator {
         });
         gate.close();
       }
-      if (out.exit_code != exit_code::unreachable || !h.reconnect || !seen) return out;
+      bool lost = out.cause == error_kind::unreachable || out.cause == error_kind::host_lost;
+      if (!lost || !h.reconnect || !seen) return out;
       if (h.lost) h.lost(out.err, failed++, next_try);
       engine pause(o);
       pause.watch_terminal(h);
@@ -933,16 +940,16 @@ class tcp_coordinator final : public coordinator {
         }
         return std::nullopt;
       });
-      if (got.exit_code != exit_code::ok) return got;
+      if (got.cause) return got;
       if (next && (empty || held > max_history_bytes))
-        return outcome{exit_code::protocol, "",
+        return outcome::failed({error_kind::protocol,
                        empty ? fmt::format("the host at {} sent an empty page of its history that says there is "
                                            "more: it is not a tfbarrier host, or a faulty one",
                                            o_.addr)
                              : fmt::format("the host at {} sent a history over {} MiB, and said there was more: "
                                            "read its history file instead (report --file), or ask for less "
                                            "(--last, --name)",
-                                           o_.addr, max_history_bytes >> 20)};
+                                           o_.addr, max_history_bytes >> 20)});
       if (!next || *next <= req.from) break;
       req.from = *next;
       req.last = 0;  // the rounds from `next` on: the caller keeps the last K again

@@ -13,12 +13,14 @@
 #include "address.h"
 #include "client_call.h"
 #include "duration.h"
+#include "exit_codes.h"
 #include "protocol.h"
 
 namespace tfb {
 
 /// What a call ended with.
 struct outcome {
+  /// exit_code::ok, a verdict's code, or exit_code_of a failure's cause (failed()).
   int exit_code = 0;
   std::string out;  ///< for stdout (the chief's message), may be empty
   std::string err;  ///< for stderr: what happened and what to do, may be empty
@@ -27,6 +29,17 @@ struct outcome {
   /// wait, decide, abort: what the call ended with, as data; the CLI says it
   /// in words and picks the exit code (cli/outcome_text.h). The three above are then empty.
   std::optional<client::call_result> result;
+  /// A failure's cause (failed()); nullopt for a success or a verdict.
+  std::optional<error_kind> cause;
+
+  /// A call that failed: the code is its cause's (exit_code_of), the text goes to stderr.
+  static outcome failed(error e) {
+    outcome o;
+    o.exit_code = exit_code_of(e.kind);
+    o.cause = e.kind;
+    o.err = std::move(e.text);
+    return o;
+  }
 };
 
 struct wait_options {

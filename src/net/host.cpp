@@ -336,14 +336,18 @@ class server {
     metrics_.text = [this](std::string_view labels) { return metrics_text(labels); };
   }
 
-  bool listen(std::string& error);
+  /// Binds the address: false when another participant's host won the race
+  /// for it (this one leaves, with success).
+  tfb::result<bool> listen();
   /// On a host that serves its own uid only: whether the other end of the
   /// accepted connection fd is that uid, as the kernel says. A stranger, or
   /// an end the kernel cannot name, is logged (at most once a second).
   bool owner_is_me(int fd, const tcp::endpoint& peer, const std::string& remote);
-  bool open_journal(std::string& error);
-  bool open_metrics(std::string& error) {  // issue 21
-    return metrics_.open(error, [this](std::string_view t) { log(t); });
+  std::optional<tfb::error> open_journal();
+  std::optional<tfb::error> open_metrics() {  // issue 21
+    std::string error;
+    if (!metrics_.open(error, [this](std::string_view t) { log(t); })) return tfb::error{error_kind::cannot_listen, error};
+    return std::nullopt;
   }
   void run_loops();
 
@@ -387,7 +391,7 @@ class server {
                       "not record. Free space (or fix {}) and start the host again: waiting participants "
                       "reconnect until their --connect-timeout",
                       *opts_.state_dir, error, *opts_.state_dir));
-      std::_Exit(exit_code::protocol);
+      std::_Exit(exit_code_of(error_kind::internal));
     }
   }
   /// Sends the replies of one step (and logs its events); the host was active.
@@ -505,7 +509,7 @@ class server {
   // ---- arrival history (issue #21): kept in memory, written to the history
   // file after the step's replies went out (a posted handler runs after the
   // write_batch that sends them), never before a RELEASE.
-  bool open_history(std::string& error);
+  std::optional<tfb::error> open_history();
   // The records are kept as they are, and added (formatted, indexed) and
   // written by a posted handler: after the write_batch that hands the
   // step's replies to the kernel, so that a release of 10,000 participants
@@ -658,7 +662,7 @@ class server {
   door* door_ = &local_door_;
   // ---- a store shared by many hosts (issue #20, docs/store.md) ----
  public:
-  bool open_store(std::string& error);
+  std::optional<tfb::error> open_store();
   /// What the store's link reports, brought to this host's event loop.
   store::link::callbacks store_callbacks();
   void on_store_events(const std::vector<store::event>& evs);
@@ -671,11 +675,9 @@ class server {
   void check_caught_up();
   /// Once this host has applied the store's log up to its own presence: accept.
   std::function<void()> on_caught_up;
-  int exit_status() const { return exit_status_; }
-  /// After open_store failed: whether TLS or etcd's authentication refused this host (exit 77, not 69).
-  bool store_refused() const { return store_refused_; }
-  /// After open_store failed: whether this host's settings disagree with the store's (exit 2).
-  bool store_settings_refused() const { return store_settings_refused_; }
+  /// Why the host stopped, if not as asked (a signal, idle): the store
+  /// failed. Its text is empty: the log has said why.
+  const std::optional<tfb::error>& failure() const { return failure_; }
   void leave_store() {
     if (link_) link_->stop();
   }
@@ -697,10 +699,10 @@ class server {
   duration renew_deadline_ = opts_.store_lease * 2 / 3;
   asio::steady_timer renew_timer_{io_};
   std::optional<store::renew_watch> renew_watch_;  // the renew deadline's rule (follower.h)
-  bool caught_up_ = false, refencing_ = false, store_refused_ = false, store_settings_refused_ = false;
+  bool caught_up_ = false, refencing_ = false;
   bool snapshot_pending_ = false;
   duration forget_after_ = opts_.forget_after;  ///< with a store, the store's (its origin record)
-  int exit_status_ = 0;
+  std::optional<tfb::error> failure_;
   // ---- end of the store
   std::unordered_map<conn_id, std::shared_ptr<session>> sessions_;
   // Connections that have not authenticated yet, oldest (smallest id) first:
@@ -1045,8 +1047,9 @@ void session::watch_liveness() {
   });
 }
 
-bool server::open_journal(std::string& error) {
-  if (!opts_.state_dir) return true;
+std::optional<tfb::error> server::open_journal() {
+  if (!opts_.state_dir) return std::nullopt;
+  std::string error;
   auto j = std::make_unique<journal>(*opts_.state_dir);
   std::size_t restored = 0;
   bool ok = j->read(
@@ -1060,17 +1063,17 @@ bool server::open_journal(std::string& error) {
       },
       error);
   // Compact: write what the state needs now, flush, and swap it in.
-  if (!ok || !j->compact(state_.snapshot(), error)) return false;
+  if (!ok || !j->compact(state_.snapshot(), error)) return tfb::error{error_kind::file, error};
   log(fmt::format("journal {}: restored {} entries", j->path(), restored));
   journal_ = std::move(j);
   local_door_.set_journal(journal_.get());
   arm_pending_deadlines();  // a round restored waiting for its chief's verdict keeps its deadline
-  return true;
+  return std::nullopt;
 }
 
 
-bool server::open_history(std::string& error) {
-  if (opts_.history == 0) return true;
+std::optional<tfb::error> server::open_history() {
+  if (opts_.history == 0) return std::nullopt;
   history_ = std::make_unique<hist::store>(opts_.history);
   // Each start is a run of its own (issue #32 item 2): a file that several
   // runs share keeps them apart.
@@ -1079,30 +1082,29 @@ bool server::open_history(std::string& error) {
                            .count(),
                        static_cast<long>(::getpid()));
   history_->data().set_run(run_);
-  if (!opts_.history_file) return true;
-  std::string warning;
+  if (!opts_.history_file) return std::nullopt;
+  std::string warning, error;
   if (!history_->open(*opts_.history_file, warning, error)) {
-    if (!opts_.history_file_default) return false;
+    if (!opts_.history_file_default) return tfb::error{error_kind::file, error};
     // The default file is a convenience: a host whose private directory
     // cannot be made (HOME=/, a read-only home) serves all the same.
     log(fmt::format("warning: the arrival history is kept in memory only: {}; pass --history-file FILE, or "
                     "--history-file - to silence this",
                     error));
-    error.clear();
-    return true;
+    return std::nullopt;
   }
   if (!warning.empty()) log(warning);
   log(fmt::format("history {}: {} rounds kept; this host's rounds are run {} (tfbarrier report shows the newest "
                   "run; --all-runs for every one)",
                   history_->path(), history_->data().rounds(), run_));
-  return true;
+  return std::nullopt;
 }
 
 // ---- A store shared by many hosts (issue #20, docs/store.md) ----
 // Registers this host (blocking, before anything is accepted) and starts the
 // link's threads. What they report comes back on the event loop.
-bool server::open_store(std::string& error) {
-  if (!opts_.store) return true;
+std::optional<tfb::error> server::open_store() {
+  if (!opts_.store) return std::nullopt;
   const store::store_location& at = *opts_.store;  // parsed by serve
   conn_config_.store = at.prefix;  // named in HELLO: a client given another store refuses this host
   store::link::settings ls;
@@ -1135,12 +1137,10 @@ bool server::open_store(std::string& error) {
   follower_ = std::make_unique<store::follower>(ls.keys, self_key_, *replica_);
   follower_->set_digest_every(opts_.store_snapshot_every);
   link_ = std::make_unique<store::link>(std::move(ls), store_callbacks());
-  if (!link_->start(error)) {
-    error = fmt::format("cannot use the store {}: {}", opts_.store->given, error);
-    store_refused_ = link_->refused_access();
-    store_settings_refused_ = link_->refused_settings();
+  if (auto e = link_->start()) {
+    e->text = fmt::format("cannot use the store {}: {}", opts_.store->given, e->text);
     link_.reset();
-    return false;
+    return e;
   }
   // Every host of the store runs by the store's settings (its origin record),
   // and forgets nothing to make room: what is recent would be a clock's say.
@@ -1157,7 +1157,7 @@ bool server::open_store(std::string& error) {
   door_ = link_door_.get();
   link_door_->on_applied([this](output& out) { deliver(out); });
   watch_renewals();
-  return true;
+  return std::nullopt;
 }
 
 store::link::callbacks server::store_callbacks() {
@@ -1178,7 +1178,7 @@ store::link::callbacks server::store_callbacks() {
   cb.fenced = [this](const std::string& why) { on_fenced(why); };
   cb.failed = [this](const std::string& why) {
     log("error: " + why);
-    exit_status_ = exit_code::unreachable;
+    failure_ = tfb::error{error_kind::store_unreachable, {}};  // logged: nothing more to say
     begin_shutdown("the store failed");
   };
   cb.log = [this](const std::string& text) { log(text); };
@@ -1268,7 +1268,7 @@ void server::act(std::vector<store::action> acts) {
       }
       case kind::fail:
         log("error: store: " + a.text);
-        exit_status_ = exit_code::unreachable;
+        failure_ = tfb::error{error_kind::store_unreachable, {}};  // logged: nothing more to say
         begin_shutdown("the store's snapshot is unusable");
         return;
       case kind::warn: log(a.text); break;
@@ -1339,11 +1339,12 @@ void server::on_fenced(const std::string& why) {
 }
 // ---- end of the store
 
-bool server::listen(std::string& error) {
+tfb::result<bool> server::listen() {
   const tfb::address& listen_at = opts_.listen.at;  // parsed by serve
   const std::string& given = opts_.listen.given;
   const std::string& host = listen_at.host;
   std::string port = std::to_string(listen_at.port);
+  std::string error;
   asio::error_code ec;
   tcp::endpoint ep;
   if (host.empty()) {
@@ -1353,7 +1354,7 @@ bool server::listen(std::string& error) {
     auto results = resolver.resolve(host, port, tcp::resolver::passive | tcp::resolver::numeric_service, ec);
     if (ec || results.empty()) {
       error = fmt::format("cannot listen on {}: cannot resolve '{}': {}", given, host, ec.message());
-      return false;
+      return tfb::error{error_kind::cannot_listen, error};
     }
     ep = results.begin()->endpoint();
   }
@@ -1378,13 +1379,13 @@ bool server::listen(std::string& error) {
     if (ec == asio::error::address_in_use && opts_.self_started) {
       // Several participants raced to start the host; another one won.
       log(fmt::format("another participant started the host on {} first; leaving", given));
-      return false;
+      return false;  // not an error: that host serves the job
     }
     error = fmt::format("cannot listen on {}: {}", given, ec.message());
     if (ec == asio::error::address_in_use)
       error += "; another host (or program) has that port: pick another with --listen HOST:PORT (port 0 picks a "
                "free one), or in a job set TFBARRIER_PORT";
-    return false;
+    return tfb::error{error_kind::cannot_listen, error};
   }
   auto local = acceptor_.local_endpoint(ec);
   local_ = local;
@@ -1775,18 +1776,19 @@ void raise_fd_limit() {
 
 }  // namespace
 
-int run_host(const host_options& o, std::string& error) {
+std::optional<error> run_host(const host_options& o) {
   raise_fd_limit();
   asio::io_context io(1);
   server srv(io, o);
-  if (!srv.open_journal(error)) return 2;
-  if (!srv.listen(error)) return error.empty() ? 0 : 69;
-  if (!srv.open_metrics(error)) return 69;  // metrics (issue 21)
-  if (!srv.open_history(error)) return 2;  // after listen: a host that lost the race for the port leaves it alone
+  if (auto e = srv.open_journal()) return e;
+  auto listening = srv.listen();
+  if (!listening) return listening.err();
+  if (!*listening) return std::nullopt;  // another participant's host has the port, and serves the job
+  if (auto e = srv.open_metrics()) return e;  // metrics (issue 21)
+  if (auto e = srv.open_history()) return e;  // after listen: a host that lost the race for the port leaves it alone
   if (o.on_bound)
-    if (int rc = o.on_bound(error); rc != 0) return rc;
-  if (!srv.open_store(error))
-    return srv.store_refused() ? exit_code::auth : srv.store_settings_refused() ? exit_code::usage : exit_code::unreachable;
+    if (auto e = o.on_bound()) return e;
+  if (auto e = srv.open_store()) return e;
   auto ready = [&] {
     srv.log(fmt::format("tfbarrier {} listening on {} (protocol {}, authentication: {}{})", tfb::version,
                         srv.address(), protocol_version,
@@ -1807,7 +1809,7 @@ int run_host(const host_options& o, std::string& error) {
   srv.leave_store();
   srv.flush_history();
   srv.log("stopped");
-  return srv.exit_status();
+  return srv.failure();
 }
 
 }  // namespace tfb

@@ -9,6 +9,7 @@
 
 #include "address.h"
 #include "duration.h"
+#include "error.h"
 #include "store_location.h"
 
 namespace tfb {
@@ -54,16 +55,18 @@ struct host_options {
   std::FILE* log = stderr;
   /// Called once the address is bound, before anything is accepted or reported:
   /// what must not happen for a host that never listens (writing a new secret
-  /// file). Returns 0 to go on, or an exit code with error set.
-  std::function<int(std::string& error)> on_bound;
+  /// file). Returns nullopt to go on, or why not.
+  std::function<std::optional<error>()> on_bound;
   /// Called once listening, with the real address ("127.0.0.1:40123").
   std::function<void(const std::string& addr)> on_listening;
   /// Called once the metrics endpoint listens, with its real address.
   std::function<void(const std::string& addr)> on_metrics_listening;
 };
 
-/// Runs the host until SIGINT/SIGTERM (or idle exit). Returns an exit code;
-/// on failure to listen sets error to a full sentence.
-int run_host(const host_options& o, std::string& error);
+/// Runs the host until SIGINT/SIGTERM (or idle exit). Returns why it could
+/// not start (a full sentence), or why it stopped (the store failed: the log
+/// has said why, the text is empty); nullopt when it ran and stopped as asked,
+/// or another participant's host won the race for the port.
+std::optional<error> run_host(const host_options& o);
 
 }  // namespace tfb

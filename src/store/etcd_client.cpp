@@ -187,14 +187,14 @@ class etcd_client final : public client {
     return h_ != nullptr;
   }
 
-  bool grant(std::int64_t ttl, std::int64_t& id, std::string& error) override {
+  bool grant(std::int64_t ttl, std::int64_t& id, tfb::error& error) override {
     json r;
     if (!call("/v3/lease/grant", json{{"TTL", std::to_string(ttl)}}, r, error)) return false;
     id = i64(r, "ID");
     if (id == 0) return fail(fmt_error("the lease grant gave no ID", r), error);
     return true;
   }
-  bool keepalive(std::int64_t id, std::int64_t& ttl, std::string& error) override {
+  bool keepalive(std::int64_t id, std::int64_t& ttl, tfb::error& error) override {
     json r;
     if (!call("/v3/lease/keepalive", json{{"ID", std::to_string(id)}}, r, error)) return false;
     // The gateway streams one {"result": ...} for the one request sent.
@@ -202,12 +202,12 @@ class etcd_client final : public client {
     ttl = i64(res, "TTL");
     return true;
   }
-  bool revoke(std::int64_t id, std::string& error) override {
+  bool revoke(std::int64_t id, tfb::error& error) override {
     json r;
     return call("/v3/lease/revoke", json{{"ID", std::to_string(id)}}, r, error);
   }
 
-  bool alarms(std::vector<std::string>& out, std::string& error) override {
+  bool alarms(std::vector<std::string>& out, tfb::error& error) override {
     json r;
     if (!call("/v3/maintenance/alarm", json{{"action", "GET"}}, r, error)) return false;
     out.clear();
@@ -217,7 +217,7 @@ class etcd_client final : public client {
     return true;
   }
   bool txn(const std::vector<compare>& cmp, const std::vector<op>& success, const std::vector<op>& failure,
-           txn_result& result, std::string& error) override {
+           txn_result& result, tfb::error& error) override {
     json body{{"compare", json::array()}, {"success", json::array()}, {"failure", json::array()}};
     for (const auto& c : cmp) body["compare"].push_back(to_json(c));
     for (const auto& o : success) body["success"].push_back(to_json(o));
@@ -242,7 +242,7 @@ class etcd_client final : public client {
     return true;
   }
   bool range(const std::string& key, const std::string& range_end, std::vector<kv>& out, std::int64_t& revision,
-             std::string& error, std::int64_t at_revision, bool keys_only) override {
+             tfb::error& error, std::int64_t at_revision, bool keys_only) override {
     json body{{"key", b64(key)}};
     if (keys_only) body["keys_only"] = true;
     if (!range_end.empty()) body["range_end"] = b64(range_end);
@@ -260,7 +260,7 @@ class etcd_client final : public client {
   }
 
   watch_end watch(const std::string& key, const std::string& range_end, std::int64_t start_revision,
-                  const std::function<bool(const std::vector<event>&)>& on_events, std::string& error,
+                  const std::function<bool(const std::vector<event>&)>& on_events, tfb::error& error,
                   const std::function<void(std::int64_t)>& on_progress) override {
     if (!logged_in(error)) return watch_end::failed;
     json req{{"key", b64(key)}, {"prev_kv", true}, {"progress_notify", true}};
@@ -272,7 +272,6 @@ class etcd_client final : public client {
     std::string probe_body = json{{"key", b64(key)}, {"count_only", true}, {"serializable", true}}.dump();
     watch_state w{on_events, on_progress};
     attempts tried;
-    access_refused_ = false;
     for (std::size_t attempt = 0; attempt < c_.endpoints.size(); ++attempt) {
       if (cancelled_) return watch_end::cancelled;
       if (interrupted_.exchange(false)) return interrupted(error);
@@ -288,41 +287,42 @@ class etcd_client final : public client {
       if (!stuck.empty()) {  // the member stopped answering: the caller resumes elsewhere
         if (token_refused(stuck)) {  // the probe's token expired: log in again, same member
           set_token({});
-          error = "etcd at " + ep + ": " + stuck;
+          error = {error_kind::store_unreachable, "etcd at " + ep + ": " + stuck};
           return watch_end::failed;
         }
         next_endpoint();
-        error = "etcd at " + ep + ": " + stuck + "; watching through the next endpoint";
+        error = {error_kind::store_unreachable,
+                 "etcd at " + ep + ": " + stuck + "; watching through the next endpoint"};
         return watch_end::failed;
       }
       if (w.compacted) {
-        error = fmt("etcd at " + ep + ": revision " + std::to_string(start_revision) + " was compacted");
+        error = {error_kind::store_unreachable,
+                 fmt("etcd at " + ep + ": revision " + std::to_string(start_revision) + " was compacted")};
         return watch_end::compacted;
       }
       if (!w.error.empty()) {
-        error = "etcd at " + ep + ": " + w.error;
+        error = {error_kind::store_unreachable, "etcd at " + ep + ": " + w.error};
         if (token_refused(w.error)) set_token({});  // the next watch logs in again
         return watch_end::failed;
       }
       if (w.got_any) {  // it worked here, then broke: the caller resumes from its revision
-        error = "etcd at " + ep + ": the watch ended: " + describe(rc);
+        error = {error_kind::store_unreachable, "etcd at " + ep + ": the watch ended: " + describe(rc)};
         return watch_end::failed;
       }
       note(tried, ep, rc);
       next_endpoint();
     }
-    error = tried.text("no etcd endpoint answered the watch");
-    access_refused_ = tried.all_tls();
+    error = {tried.all_tls() ? error_kind::store_access : error_kind::store_unreachable,
+             tried.text("no etcd endpoint answered the watch")};
     return watch_end::failed;
   }
 
   void cancel() override { cancelled_ = true; }
   void interrupt() override { interrupted_ = true; }
-  bool refused_access() const override { return access_refused_; }
 
  private:
-  static watch_end interrupted(std::string& error) {
-    error = "interrupted";
+  static watch_end interrupted(tfb::error& error) {
+    error = {error_kind::store_unreachable, "interrupted"};
     return watch_end::interrupted;
   }
   struct watch_state {
@@ -334,8 +334,8 @@ class etcd_client final : public client {
   };
 
   static std::string fmt(std::string s) { return s; }
-  static bool fail(std::string text, std::string& error) {
-    error = std::move(text);
+  static bool fail(std::string text, tfb::error& error, error_kind k = error_kind::store_unreachable) {
+    error = {k, std::move(text)};
     return false;
   }
   static std::string fmt_error(const std::string& what, const json& r) { return what + ": " + r.dump(); }
@@ -452,7 +452,7 @@ class etcd_client final : public client {
   }
   /// Logs in when a user is given and there is no token yet: sets the token
   /// that perform() sends.
-  bool logged_in(std::string& error) {
+  bool logged_in(tfb::error& error) {
     if (c_.user.empty() || logged_in_) return true;
     json r;
     // etcd checks the password with bcrypt: slow on a busy machine, so a
@@ -467,8 +467,8 @@ class etcd_client final : public client {
     c_.attempt_timeout = per_attempt;
     if (!answered) {
       // An etcd without auth takes every request without a token.
-      if (error.find("authentication is not enabled") == std::string::npos) return false;
-      error.clear();
+      if (error.text.find("authentication is not enabled") == std::string::npos) return false;
+      error = {};
     } else if (auto t = r.find("token"); t != r.end() && t->is_string()) {
       set_token(t->get<std::string>());
     }
@@ -685,22 +685,21 @@ class etcd_client final : public client {
   }
 
   /// One request: tried at each endpoint in turn until one answers.
-  bool call(const std::string& path, const json& body, json& reply, std::string& error) {
+  bool call(const std::string& path, const json& body, json& reply, tfb::error& error) {
     try {
       if (!logged_in(error)) return false;
       if (call_once(path, body, reply, error)) return true;
       // A token etcd no longer takes (expired, or etcd restarted): log in again, once.
-      if (c_.user.empty() || !token_refused(error)) return false;
+      if (c_.user.empty() || !token_refused(error.text)) return false;
       set_token({});
       return logged_in(error) && call_once(path, body, reply, error);
     } catch (const std::exception& e) {
       return fail("etcd answered " + path + " with what I cannot read: " + e.what(), error);
     }
   }
-  bool call_once(const std::string& path, const json& body, json& reply, std::string& error) {
+  bool call_once(const std::string& path, const json& body, json& reply, tfb::error& error) {
     std::string text = body.dump();
     attempts tried;
-    access_refused_ = false;
     // First each endpoint with attempt_timeout; then, if every one timed
     // out, each again with the whole timeout (a slow cluster).
     const std::size_t n = c_.endpoints.size();
@@ -732,16 +731,14 @@ class etcd_client final : public client {
           next_endpoint();
           continue;
         }
-        if (auth_refusal(msg)) {
-          access_refused_ = true;
-          return fail("etcd at " + ep + ": " + msg + "; " + refusal_hint(msg), error);
-        }
+        if (auth_refusal(msg))
+          return fail("etcd at " + ep + ": " + msg + "; " + refusal_hint(msg), error, error_kind::store_access);
         return fail("etcd at " + ep + ": " + (msg.empty() ? "HTTP " + std::to_string(status) : msg), error);
       }
       return true;
     }
-    access_refused_ = tried.all_tls();
-    return fail(tried.text("no etcd endpoint answered"), error);
+    return fail(tried.text("no etcd endpoint answered"), error,
+                tried.all_tls() ? error_kind::store_access : error_kind::store_unreachable);
   }
 
   client_config c_;
@@ -756,7 +753,6 @@ class etcd_client final : public client {
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> interrupted_{false};
   bool watching_ = false;  ///< the calling thread's: a watch is under way
-  bool access_refused_ = false;
   char errbuf_[CURL_ERROR_SIZE] = {};
   char probe_err_[CURL_ERROR_SIZE] = {};
 };

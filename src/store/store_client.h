@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "error.h"
+
 namespace tfb::store {
 
 /// How to reach etcd: endpoints are "http://H:P" or "https://H:P". A client
@@ -91,24 +93,28 @@ enum class watch_end {
   interrupted,  ///< interrupt() was called: watch again from the revision reached, on a new connection
 };
 
+/// Each call that fails says why in error: store_access when it was refused
+/// (by TLS at every endpoint: etcd's certificate not trusted, or this
+/// client's refused or missing; or by etcd's own authentication), else
+/// store_unreachable (etcd out of reach, or an answer it should not give).
 class client {
  public:
   virtual ~client() = default;
   /// A lease of ttl seconds: id gets its id.
-  virtual bool grant(std::int64_t ttl_seconds, std::int64_t& id, std::string& error) = 0;
+  virtual bool grant(std::int64_t ttl_seconds, std::int64_t& id, tfb::error& error) = 0;
   /// Renews a lease once: ttl gets what remains, 0 (and true) when it has expired.
-  virtual bool keepalive(std::int64_t id, std::int64_t& ttl, std::string& error) = 0;
-  virtual bool revoke(std::int64_t id, std::string& error) = 0;
+  virtual bool keepalive(std::int64_t id, std::int64_t& ttl, tfb::error& error) = 0;
+  virtual bool revoke(std::int64_t id, tfb::error& error) = 0;
   /// The cluster's active alarms ("NOSPACE": the space quota is exceeded and
   /// etcd takes no writes, from any tenant; "CORRUPT").
-  virtual bool alarms(std::vector<std::string>& out, std::string& error) = 0;
+  virtual bool alarms(std::vector<std::string>& out, tfb::error& error) = 0;
   virtual bool txn(const std::vector<compare>& cmp, const std::vector<op>& success, const std::vector<op>& failure,
-                   txn_result& result, std::string& error) = 0;
+                   txn_result& result, tfb::error& error) = 0;
   /// Keys in [key, range_end) ("" range_end: the one key), sorted by key, at
   /// the current revision (revision gets it) or at at_revision when not 0;
   /// keys_only: without their values.
   virtual bool range(const std::string& key, const std::string& range_end, std::vector<kv>& out,
-                     std::int64_t& revision, std::string& error, std::int64_t at_revision = 0,
+                     std::int64_t& revision, tfb::error& error, std::int64_t at_revision = 0,
                      bool keys_only = false) = 0;
   /// Watches [key, range_end) from start_revision (0: from now), with
   /// prev_kv, and calls on_events for each response that has events, in
@@ -120,7 +126,7 @@ class client {
   /// set), so that a watch resumed after a break starts at R + 1, not at a
   /// revision that another tenant's compaction may have removed.
   virtual watch_end watch(const std::string& key, const std::string& range_end, std::int64_t start_revision,
-                          const std::function<bool(const std::vector<event>&)>& on_events, std::string& error,
+                          const std::function<bool(const std::vector<event>&)>& on_events, tfb::error& error,
                           const std::function<void(std::int64_t)>& on_progress = {}) = 0;
   /// Makes a blocked call of this client return soon (watch: cancelled; others: false). Thread-safe.
   virtual void cancel() = 0;
@@ -129,11 +135,6 @@ class client {
   /// that outlived a network cut gets nothing until TCP retransmits).
   /// Unlike cancel(), later calls work as before. Thread-safe.
   virtual void interrupt() = 0;
-  /// Whether the last call failed because it was refused: by TLS at every
-  /// endpoint (etcd's certificate not trusted, or this client's refused or
-  /// missing), or by etcd's own authentication (auth enabled), rather than
-  /// because etcd was out of reach: authentication, not transport.
-  virtual bool refused_access() const = 0;
 };
 
 /// The end of the range of every key that starts with prefix (etcd's prefix rule).

@@ -77,112 +77,118 @@ std::string read_size(int fd, std::size_t size) {
 }
 
 /// Reads a TLS file of at most 1 MiB into out. With secret, the file must
-/// also be safe to hold a private key (read_tls_files). 0, or the exit code.
-int read_tls_file(const std::string& path, const char* option, bool secret, std::string& out, std::string& error) {
+/// also be safe to hold a private key (read_tls_files). Or why not.
+std::optional<tfb::error> read_tls_file(const std::string& path, const char* option, bool secret, std::string& out) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (secret ? O_NOFOLLOW : 0));
   if (fd < 0) {
     int e = errno;
     if (secret && e == ELOOP) {
-      error = fmt::format("the store's client key {} ({}) is a symbolic link; tfbarrier does not follow one there, "
-                          "as for the secret file: point {} (or TFBARRIER_STORE_KEY) at the file itself",
-                          path, option, option);
-      return exit_code::auth;
+      return tfb::error{
+          error_kind::auth,
+          fmt::format("the store's client key {} ({}) is a symbolic link; tfbarrier does not follow one there, "
+                      "as for the secret file: point {} (or TFBARRIER_STORE_KEY) at the file itself",
+                      path, option, option)};
     }
-    error = fmt::format("cannot read {} {}: {}; give a PEM file that you can read", option, path, std::strerror(e));
-    return exit_code::usage;
+    return tfb::error{error_kind::usage, fmt::format("cannot read {} {}: {}; give a PEM file that you can read", option,
+                                                     path, std::strerror(e))};
   }
   files::fd f(fd);
   struct stat st{};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    error = fmt::format("{} {} is not a regular file; give a PEM file", option, path);
-    return exit_code::usage;
+    return tfb::error{error_kind::usage, fmt::format("{} {} is not a regular file; give a PEM file", option, path)};
   }
   if (secret && st.st_uid != ::getuid()) {
-    error = fmt::format("the store's client key {} belongs to uid {}, not to you (uid {}); use a key file of your "
-                        "own, mode 600",
-                        path, st.st_uid, ::getuid());
-    return exit_code::auth;
+    return tfb::error{
+        error_kind::auth,
+        fmt::format("the store's client key {} belongs to uid {}, not to you (uid {}); use a key file of your "
+                    "own, mode 600",
+                    path, st.st_uid, ::getuid())};
   }
   if (secret && (st.st_mode & 077) != 0) {
-    error = fmt::format("the store's client key {} can be read or changed by others (mode {:04o}), and with it "
-                        "anyone could write to the store as this host; run `chmod 600 {}`",
-                        path, st.st_mode & 07777, path);
-    return exit_code::auth;
+    return tfb::error{
+        error_kind::auth,
+        fmt::format("the store's client key {} can be read or changed by others (mode {:04o}), and with it "
+                    "anyone could write to the store as this host; run `chmod 600 {}`",
+                    path, st.st_mode & 07777, path)};
   }
   constexpr std::size_t most = 1 << 20;
   if (st.st_size > static_cast<off_t>(most)) {
-    error = fmt::format("{} {} is larger than 1 MiB; give a PEM file", option, path);
-    return exit_code::usage;
+    return tfb::error{error_kind::usage, fmt::format("{} {} is larger than 1 MiB; give a PEM file", option, path)};
   }
   out = read_size(fd, static_cast<std::size_t>(st.st_size));
   if (out.find("-----BEGIN ") == std::string::npos) {
-    error = fmt::format("{} {} holds no PEM block (-----BEGIN ...); give the file in PEM", option, path);
-    return exit_code::usage;
+    return tfb::error{error_kind::usage,
+                      fmt::format("{} {} holds no PEM block (-----BEGIN ...); give the file in PEM", option, path)};
   }
-  return exit_code::ok;
+  return std::nullopt;
 }
 
 }  // namespace
 
-int read_tls_files(client_config& c, std::string& error) {
+std::optional<tfb::error> read_tls_files(client_config& c) {
   std::string ignored;
   if (!c.ca.empty())
-    if (int rc = read_tls_file(c.ca, "--store-ca", false, ignored, error); rc != exit_code::ok) return rc;
+    if (auto e = read_tls_file(c.ca, "--store-ca", false, ignored)) return e;
   if (!c.cert.empty())
-    if (int rc = read_tls_file(c.cert, "--store-cert", false, c.cert_pem, error); rc != exit_code::ok) return rc;
+    if (auto e = read_tls_file(c.cert, "--store-cert", false, c.cert_pem)) return e;
   if (!c.key.empty())
-    if (int rc = read_tls_file(c.key, "--store-key", true, c.key_pem, error); rc != exit_code::ok) return rc;
-  return exit_code::ok;
+    if (auto e = read_tls_file(c.key, "--store-key", true, c.key_pem)) return e;
+  return std::nullopt;
 }
 
-int read_password_file(const std::string& path, std::string& out, std::string& error) {
+std::optional<tfb::error> read_password_file(const std::string& path, std::string& out) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) {
     int e = errno;
     if (e == ELOOP) {
-      error = fmt::format("--store-password-file {} is a symbolic link; tfbarrier does not follow one there, as "
-                          "for the secret file: point --store-password-file (or TFBARRIER_STORE_PASSWORD_FILE) at "
-                          "the file itself",
-                          path);
-      return exit_code::auth;
+      return tfb::error{
+          error_kind::auth,
+          fmt::format("--store-password-file {} is a symbolic link; tfbarrier does not follow one there, as "
+                      "for the secret file: point --store-password-file (or TFBARRIER_STORE_PASSWORD_FILE) at "
+                      "the file itself",
+                      path)};
     }
-    error = fmt::format("cannot read --store-password-file {}: {}; give a file that you can read, mode 600, that "
-                        "holds the etcd user's password",
-                        path, std::strerror(e));
-    return exit_code::usage;
+    return tfb::error{
+        error_kind::usage,
+        fmt::format("cannot read --store-password-file {}: {}; give a file that you can read, mode 600, that "
+                    "holds the etcd user's password",
+                    path, std::strerror(e))};
   }
   files::fd f(fd);
   struct stat st{};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    error = fmt::format("--store-password-file {} is not a regular file; give a file, mode 600, that holds the etcd "
-                        "user's password",
-                        path);
-    return exit_code::usage;
+    return tfb::error{
+        error_kind::usage,
+        fmt::format("--store-password-file {} is not a regular file; give a file, mode 600, that holds the etcd "
+                    "user's password",
+                    path)};
   }
   if (st.st_uid != ::getuid()) {
-    error = fmt::format("--store-password-file {} belongs to uid {}, not to you (uid {}); use a file of your own, "
-                        "mode 600",
-                        path, st.st_uid, ::getuid());
-    return exit_code::auth;
+    return tfb::error{
+        error_kind::auth,
+        fmt::format("--store-password-file {} belongs to uid {}, not to you (uid {}); use a file of your own, "
+                    "mode 600",
+                    path, st.st_uid, ::getuid())};
   }
   if ((st.st_mode & 077) != 0) {
-    error = fmt::format("--store-password-file {} can be read or changed by others (mode {:04o}), and with the "
-                        "password in it anyone could write to the job's prefix in etcd; run `chmod 600 {}`",
-                        path, st.st_mode & 07777, path);
-    return exit_code::auth;
+    return tfb::error{
+        error_kind::auth,
+        fmt::format("--store-password-file {} can be read or changed by others (mode {:04o}), and with the "
+                    "password in it anyone could write to the job's prefix in etcd; run `chmod 600 {}`",
+                    path, st.st_mode & 07777, path)};
   }
   if (st.st_size > 4096) {
-    error = fmt::format("--store-password-file {} is larger than 4 KiB; give a file that holds the password alone",
-                        path);
-    return exit_code::usage;
+    return tfb::error{
+        error_kind::usage,
+        fmt::format("--store-password-file {} is larger than 4 KiB; give a file that holds the password alone", path)};
   }
   out = read_size(fd, static_cast<std::size_t>(st.st_size));
   while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
   if (out.empty()) {
-    error = fmt::format("--store-password-file {} is empty; put the etcd user's password in it", path);
-    return exit_code::usage;
+    return tfb::error{error_kind::usage,
+                      fmt::format("--store-password-file {} is empty; put the etcd user's password in it", path)};
   }
-  return exit_code::ok;
+  return std::nullopt;
 }
 
 std::unique_ptr<client> load_client(const client_config& c, std::string& error) {
@@ -229,16 +235,15 @@ bool link::sleep_for(std::chrono::milliseconds d) {
 /// first host makes a random key and seals it with MUNGE for its own uid:
 /// the job's hosts, the same user on the cluster's nodes, open it; munged
 /// gives nobody else its payload (docs/store.md, "Authorization").
-bool link::ensure_origin(client& c, std::string& error) {
-  std::string fresh;
+std::optional<tfb::error> link::ensure_origin(client& c) {
+  std::string fresh, error;
   key_record mine;
   if (s_.munge_key && !s_.secret) {
     fresh = auth::fresh_secret();
     auto sealed = munge_auth::seal(fresh, ::getuid(), error);
-    if (!sealed) {
-      error = fmt::format("cannot seal the store's key with MUNGE: {}", error);
-      return false;
-    }
+    if (!sealed)
+      return tfb::error{error_kind::store_unreachable,
+                        fmt::format("cannot seal the store's key with MUNGE: {}", error)};
     mine = key_record{key_id(&fresh), *sealed};
   } else {
     mine = key_record{key_id(s_.secret), {}};
@@ -253,71 +258,69 @@ bool link::ensure_origin(client& c, std::string& error) {
   op read_origin{op::type::range, s_.keys.origin(), {}, {}, 0};
   op read_key{op::type::range, s_.keys.key(), {}, {}, 0};
   txn_result r;
-  if (!c.txn({no_origin, no_key}, {put_origin, put_key}, {read_origin, read_key}, r, error)) return false;
+  tfb::error failed;
+  if (!c.txn({no_origin, no_key}, {put_origin, put_key}, {read_origin, read_key}, r, failed)) return failed;
   if (r.succeeded) {
     origin_rev_ = r.revision;
     if (!fresh.empty()) {
       munge_secret_ = fresh;
       s_.secret = &munge_secret_;
     }
-    return true;
+    return std::nullopt;
   }
-  if (r.ranges.size() != 2) {
-    error = "etcd answered the store's first transaction with what tfbarrier did not ask for";
-    return false;
-  }
+  if (r.ranges.size() != 2)
+    return tfb::error{error_kind::store_unreachable,
+                      "etcd answered the store's first transaction with what tfbarrier did not ask for"};
   if (!r.ranges[0].empty()) {
     origin_rev_ = r.ranges[0][0].create_revision;
-    if (!take_settings(r.ranges[0][0].value, error)) return false;
+    if (auto e = take_settings(r.ranges[0][0].value)) return e;
   }
   key_record there;
   if (r.ranges[1].empty()) {
-    error = fmt::format("the store's prefix {} holds barriers but no key record ({}): someone deleted it, or an "
-                        "older tfbarrier made the prefix; give this job another prefix",
-                        s_.keys.prefix, s_.keys.key());
-    access_refused_ = true;
-    return false;
+    return tfb::error{
+        error_kind::store_access,
+        fmt::format("the store's prefix {} holds barriers but no key record ({}): someone deleted it, or an "
+                    "older tfbarrier made the prefix; give this job another prefix",
+                    s_.keys.prefix, s_.keys.key())};
   }
-  if (!key_record::parse(r.ranges[1][0].value, there)) {
-    error = fmt::format("{} does not hold a key record of tfbarrier; this prefix is not tfbarrier's, or was "
-                        "damaged: use another prefix for this job",
-                        s_.keys.key());
-    access_refused_ = true;
-    return false;
-  }
-  if (!fresh.empty() && !there.munge.empty()) return take_sealed_key(there, error);
+  if (!key_record::parse(r.ranges[1][0].value, there))
+    return tfb::error{error_kind::store_access,
+                      fmt::format("{} does not hold a key record of tfbarrier; this prefix is not tfbarrier's, or was "
+                                  "damaged: use another prefix for this job",
+                                  s_.keys.key())};
+  if (!fresh.empty() && !there.munge.empty()) return take_sealed_key(there);
   if (there.id != mine.id) {
-    error = fmt::format("the hosts of this store's prefix {} use {}, and this host {}: every host of a job must "
-                        "use the same key (the same --secret-file, or MUNGE on every node); or give this job "
-                        "another prefix",
-                        s_.keys.prefix, there.source(),
-                        fresh.empty() ? mine.source() : std::string("a key shared through MUNGE"));
-    access_refused_ = true;
-    return false;
+    return tfb::error{
+        error_kind::store_access,
+        fmt::format("the hosts of this store's prefix {} use {}, and this host {}: every host of a job must "
+                    "use the same key (the same --secret-file, or MUNGE on every node); or give this job "
+                    "another prefix",
+                    s_.keys.prefix, there.source(),
+                    fresh.empty() ? mine.source() : std::string("a key shared through MUNGE"))};
   }
-  return true;
+  return std::nullopt;
 }
 
 /// The settings that change transitions are the store's (issue #31 item 1):
 /// a host that was given other values must not run by them (it would refuse
 /// a barrier that the others release), nor by the store's when its user asked
 /// for others; one that was not given them takes the store's.
-bool link::take_settings(std::string_view origin, std::string& error) {
+std::optional<tfb::error> link::take_settings(std::string_view origin) {
   int sm = 0;
   shared_settings there;
   if (!parse_origin(origin, sm, there)) {
-    error = fmt::format("{} does not hold an origin record of tfbarrier ('{}'): this prefix is not tfbarrier's, or "
-                        "was damaged: use another prefix for this job",
-                        s_.keys.origin(), origin.substr(0, 80));
-    settings_refused_ = true;
-    return false;
+    return tfb::error{
+        error_kind::settings_differ,
+        fmt::format("{} does not hold an origin record of tfbarrier ('{}'): this prefix is not tfbarrier's, or "
+                    "was damaged: use another prefix for this job",
+                    s_.keys.origin(), origin.substr(0, 80))};
   }
   if (sm != state_machine_version) {
-    error = fmt::format("the store's prefix {} was made by a tfbarrier of state-machine version {}, and this one "
-                        "runs version {}: give this job another prefix",
-                        s_.keys.prefix, sm, state_machine_version);
-    settings_refused_ = true;
-    return false;
+    return tfb::error{
+        error_kind::settings_differ,
+        fmt::format("the store's prefix {} was made by a tfbarrier of state-machine version {}, and this one "
+                    "runs version {}: give this job another prefix",
+                    s_.keys.prefix, sm, state_machine_version)};
   }
   std::vector<std::string> differ;
   if (s_.max_barriers_given && s_.shared.max_barriers != there.max_barriers)
@@ -327,60 +330,62 @@ bool link::take_settings(std::string_view origin, std::string& error) {
     differ.push_back(fmt::format("--forget-after {}ms (this host) and {}ms (the store)", s_.shared.forget_after,
                                  there.forget_after));
   if (!differ.empty()) {
-    error = fmt::format("this host's settings differ from those of the store's prefix {}, which its first host "
-                        "set and every host runs by: {}. Start it without them (it takes the store's), or give "
-                        "the job a new prefix to change them",
-                        s_.keys.prefix, fmt::join(differ, "; "));
-    settings_refused_ = true;
-    return false;
+    return tfb::error{
+        error_kind::settings_differ,
+        fmt::format("this host's settings differ from those of the store's prefix {}, which its first host "
+                    "set and every host runs by: {}. Start it without them (it takes the store's), or give "
+                    "the job a new prefix to change them",
+                    s_.keys.prefix, fmt::join(differ, "; "))};
   }
   s_.shared = there;
-  return true;
+  return std::nullopt;
 }
 
 /// The key that the first host sealed: authentic (munged checked it), of
 /// this user (the uid that sealed it is ours), and the one the record names.
-bool link::take_sealed_key(const key_record& there, std::string& error) {
+std::optional<tfb::error> link::take_sealed_key(const key_record& there) {
   bool refused = false;
   std::string why;
   auto d = munge_auth::unseal(there.munge, refused, why);
   if (!d) {
-    error = fmt::format("cannot open the store's key {} with MUNGE: {}{}", s_.keys.key(), why,
-                        refused ? "; it was made for another user, or on a cluster with another MUNGE key: give "
-                                  "this job a prefix of its own"
-                                : "");
-    access_refused_ = refused;
-    return false;
+    return tfb::error{
+        refused ? error_kind::store_access : error_kind::store_unreachable,
+        fmt::format("cannot open the store's key {} with MUNGE: {}{}", s_.keys.key(), why,
+                    refused ? "; it was made for another user, or on a cluster with another MUNGE key: give "
+                              "this job a prefix of its own"
+                            : "")};
   }
   if (d->uid != ::getuid() || key_id(&d->payload) != there.id) {
-    error = fmt::format("the store's key {} was made by uid {}, not by this user (uid {}): someone else wrote it "
-                        "there; give this job a prefix of its own",
-                        s_.keys.key(), d->uid, ::getuid());
-    access_refused_ = true;
-    return false;
+    return tfb::error{
+        error_kind::store_access,
+        fmt::format("the store's key {} was made by uid {}, not by this user (uid {}): someone else wrote it "
+                    "there; give this job a prefix of its own",
+                    s_.keys.key(), d->uid, ::getuid())};
   }
   munge_secret_ = std::move(d->payload);
   s_.secret = &munge_secret_;
-  return true;
+  return std::nullopt;
 }
 
-bool link::check_versions(client& c, std::string& error) {
+bool link::check_versions(client& c, tfb::error& error) {
   std::vector<kv> hosts;
   std::int64_t rev = 0;
   if (!c.range(s_.keys.hosts(), prefix_end(s_.keys.hosts()), hosts, rev, error)) return false;
   for (const auto& k : hosts) {
     presence p;
     if (!presence::parse(k.value, p) || p.sm != state_machine_version) {
-      error = fmt::format("the host {} of this store runs state-machine version {} and this one {}: every host of "
-                          "a store must run the same tfbarrier version",
-                          k.key, p.sm, state_machine_version);
+      error = tfb::error{
+          error_kind::store_unreachable,
+          fmt::format("the host {} of this store runs state-machine version {} and this one {}: every host of "
+                      "a store must run the same tfbarrier version",
+                      k.key, p.sm, state_machine_version)};
       return false;
     }
   }
   return true;
 }
 
-bool link::register_self(client& c, std::int64_t& lease, std::int64_t& inc, std::string& error) {
+bool link::register_self(client& c, std::int64_t& lease, std::int64_t& inc, tfb::error& error) {
   std::int64_t asked = steady_ns();  // etcd starts the lease's TTL after this
   if (!c.grant(s_.lease.count(), lease, error)) return false;
   std::string key = s_.keys.host(s_.self);
@@ -404,11 +409,13 @@ bool link::register_self(client& c, std::int64_t& lease, std::int64_t& inc, std:
     txn_result d;
     if (!c.txn({same}, {del}, {}, d, error)) return false;
   }
-  error = fmt::format("cannot register {} in the store: its presence key keeps coming back", key);
+  error = tfb::error{error_kind::store_unreachable,
+                     fmt::format("cannot register {} in the store: its presence key keeps coming back", key)};
   return false;
 }
 
-bool link::start(std::string& error) {
+std::optional<tfb::error> link::start() {
+  std::string error;
   // Hosts spread over etcd's members: each starts at the endpoint its name
   // picks (FNV-1a), and moves on only when that one stops answering.
   client_config cfg = s_.client;
@@ -426,13 +433,11 @@ bool link::start(std::string& error) {
                                                        std::chrono::milliseconds(250));
   keeper.attempt_timeout = std::min(keeper.attempt_timeout, keeper.timeout);
   if (!make(writer_c_, cfg) || !make(keeper_c_, keeper) || !make(watcher_c_, cfg) || !make(janitor_c_, cfg))
-    return false;
+    return tfb::error{error_kind::store_unreachable, error};
   std::int64_t lease = 0, inc = 0;
-  if (!ensure_origin(*writer_c_, error) || !check_versions(*writer_c_, error) ||
-      !register_self(*writer_c_, lease, inc, error)) {
-    access_refused_ = access_refused_ || writer_c_->refused_access();
-    return false;
-  }
+  if (auto e = ensure_origin(*writer_c_)) return e;
+  tfb::error failed;
+  if (!check_versions(*writer_c_, failed) || !register_self(*writer_c_, lease, inc, failed)) return failed;
   lease_ = lease;
   inc_ = inc;
   cb_.registered(inc);
@@ -440,7 +445,7 @@ bool link::start(std::string& error) {
   keeper_ = quiet_thread([this] { keeper_loop(); });
   watcher_ = quiet_thread([this] { watcher_loop(); });
   janitor_ = quiet_thread([this] { janitor_loop(); });
-  return true;
+  return std::nullopt;
 }
 
 void link::write(std::string line) {
@@ -525,7 +530,8 @@ void link::stop() {
   // Leave at once: the others withdraw this host's participants now, not at the lease's end.
   if (lease_ != 0) {
     std::string error;
-    if (auto c = load_client(s_.client, error)) c->revoke(lease_, error);
+    tfb::error ignored;
+    if (auto c = load_client(s_.client, error)) c->revoke(lease_, ignored);
   }
 }
 
@@ -551,7 +557,7 @@ bool link::write_batch(client& c, const std::string& value, std::uint64_t seq, s
     op read_host{op::type::range, host, {}, {}, 0};
     op read_key{op::type::range, key, {}, {}, 0};
     txn_result r;
-    std::string error;
+    tfb::error error;
     if (c.txn({present, fresh}, {put}, {read_host, read_key}, r, error)) {
       if (r.succeeded || (r.ranges.size() == 2 && !r.ranges[1].empty())) {
         if (failures > 0) log(fmt::format("store: writing again, after {} attempts", failures + 1));
@@ -568,7 +574,8 @@ bool link::write_batch(client& c, const std::string& value, std::uint64_t seq, s
       ++write_errors_;
       // Said once, then every 10 s while it lasts (etcd may refuse for long: no quorum, NOSPACE).
       if (failures++ % 50 == 0)
-        log(fmt::format("warning: cannot write to the store, retrying every {} ms: {}", retry_every.count(), error));
+        log(fmt::format("warning: cannot write to the store, retrying every {} ms: {}", retry_every.count(),
+                        error.text));
     }
     if (!sleep_for(retry_every)) return true;
   }
@@ -599,9 +606,9 @@ void link::writer_loop() {
     }
     if (again) {
       std::int64_t lease = 0, inc = 0;
-      std::string error;
+      tfb::error error;
       while (!register_self(*writer_c_, lease, inc, error)) {
-        log(fmt::format("warning: cannot register again in the store, retrying: {}", error));
+        log(fmt::format("warning: cannot register again in the store, retrying: {}", error.text));
         if (!sleep_for(std::chrono::seconds(1))) return;
       }
       lease_ = lease;
@@ -631,7 +638,7 @@ void link::keeper_loop() {
   while (sleep_for(every)) {
     std::int64_t lease = lease_, ttl = 0;
     if (lease == fenced_lease || lease == abandoned_lease_) continue;  // waiting for the writer to register again
-    std::string error;
+    tfb::error error;
     std::int64_t asked = steady_ns();
     renewing_since_ = asked;
     bool renewed = keeper_c_->keepalive(lease, ttl, error);
@@ -639,7 +646,7 @@ void link::keeper_loop() {
     if (lease != lease_) continue;  // registered again meanwhile: this was the old lease
     if (!renewed) {
       renew_failed_ = true;
-      log(fmt::format("warning: cannot renew the store lease, retrying: {}", error));
+      log(fmt::format("warning: cannot renew the store lease, retrying: {}", error.text));
       continue;
     }
     renew_failed_ = false;
@@ -658,7 +665,7 @@ void link::keeper_loop() {
 // Deleted presences leave no event here, which is why a host's end is a key
 // of its own (gone/H/INC): every change to the replicated state is a key
 // that stays until a snapshot covers it.
-bool link::read_catch_up(client& c, catch_up& out, std::string& error) {
+bool link::read_catch_up(client& c, catch_up& out, tfb::error& error) {
   const std::string from = s_.keys.prefix + "/";
   std::vector<kv> all;
   if (!c.range(from, prefix_end(from), all, out.revision, error)) return false;
@@ -689,15 +696,19 @@ bool link::read_catch_up(client& c, catch_up& out, std::string& error) {
     }
     ok = ok && text.size() == bytes;
     if (!ok) {
-      error = fmt::format("the newest snapshot {} is not whole (its chunks or size do not match its marker); it was "
-                          "not written by a host of this store: check who else writes under {}",
-                          it->second->key, s_.keys.prefix);
+      error = tfb::error{error_kind::store_unreachable,
+                         fmt::format("the newest snapshot {} is not whole (its chunks or size do not match its "
+                                     "marker); it was not written by a host of this store: check who else writes "
+                                     "under {}",
+                                     it->second->key, s_.keys.prefix)};
       return false;
     }
     if (s_.secret && !auth::equal(mac, auth::hmac_hex(*s_.secret, it->second->key + "\n" + text))) {
-      error = fmt::format("the newest snapshot {} does not carry this job's MAC: it was written by someone without "
-                          "the job's secret (or the hosts have different secrets)",
-                          it->second->key);
+      error = tfb::error{
+          error_kind::store_unreachable,
+          fmt::format("the newest snapshot {} does not carry this job's MAC: it was written by someone without "
+                      "the job's secret (or the hosts have different secrets)",
+                      it->second->key)};
       return false;
     }
     out.snapshot = std::move(text);
@@ -713,15 +724,16 @@ bool link::read_catch_up(client& c, catch_up& out, std::string& error) {
       continue;
     std::vector<kv> first;
     std::int64_t at = 0;
-    std::string why;
+    tfb::error why;
     if (c.range(k.key, {}, first, at, why, k.create_revision) && first.size() == 1 &&
         first[0].create_revision == k.create_revision) {
       k.value = std::move(first[0].value);
       k.lease = first[0].lease;  // a presence counts by its first version's lease (follower.h, leased)
     } else {
-      log(fmt::format("warning: store: {} was put again since revision {} and its first version cannot be read "
+      log(
+          fmt::format("warning: store: {} was put again since revision {} and its first version cannot be read "
                       "({}): this host uses the value it has now, which other hosts may not have applied",
-                      k.key, k.create_revision, why.empty() ? "not found" : why));
+                      k.key, k.create_revision, why.text.empty() ? "not found" : why.text));
     }
   }
   catch_up_events(s_.keys, all, s_.secret, out);
@@ -738,11 +750,11 @@ void link::watcher_loop() {
   unsigned failures = 0, broke_since = 0;
   auto next_broke_log = std::chrono::steady_clock::time_point{};
   while (!stopping_) {
-    std::string error;
+    tfb::error error;
     if (need_catch_up) {
       auto cu = std::make_shared<catch_up>();
       if (!read_catch_up(*watcher_c_, *cu, error)) {
-        if (failures++ % 50 == 0) log(fmt::format("warning: cannot catch up from the store, retrying: {}", error));
+        if (failures++ % 50 == 0) log(fmt::format("warning: cannot catch up from the store, retrying: {}", error.text));
         if (!sleep_for(retry_every)) return;
         continue;
       }
@@ -790,7 +802,7 @@ void link::watcher_loop() {
       continue;
     }
     ++watch_restarts_;
-    log_broken_watch(error, broke_since, next_broke_log);
+    log_broken_watch(error.text, broke_since, next_broke_log);
     if (!sleep_for(retry_every)) return;
   }
 }
@@ -798,8 +810,8 @@ void link::watcher_loop() {
 bool link::history_compacted(const std::string& from, std::int64_t start) {
   std::vector<kv> none;
   std::int64_t at = 0;
-  std::string why;
-  if (!watcher_c_->range(from, {}, none, at, why, start, true) && why.find("compacted") != std::string::npos) {
+  tfb::error why;
+  if (!watcher_c_->range(from, {}, none, at, why, start, true) && why.text.find("compacted") != std::string::npos) {
     log(fmt::format("store: the history after the snapshot (revision {}) was compacted; catching up from the "
                     "keys as they are now",
                     start - 1));
@@ -808,7 +820,7 @@ bool link::history_compacted(const std::string& from, std::int64_t start) {
   return false;
 }
 
-watch_end link::watch_prefix(const std::string& from, bool& fresh, std::string& error) {
+watch_end link::watch_prefix(const std::string& from, bool& fresh, tfb::error& error) {
   return watcher_c_->watch(
       from, prefix_end(from), watch_from_,
       [this, &fresh](const std::vector<event>& evs) {
@@ -854,17 +866,18 @@ void link::log_broken_watch(const std::string& error, unsigned& broke_since,
 // earlier attempt at the same snapshot). Another value there (a forgery, or
 // a snapshot at this revision from another state) is an error: nothing that
 // a snapshot would cover may be deleted on its strength.
-bool link::put_once(client& c, const std::string& key, const std::string& value, std::string& error) {
+bool link::put_once(client& c, const std::string& key, const std::string& value, tfb::error& error) {
   compare fresh{compare::target::version, compare::op::equal, key, 0, {}};
   txn_result r;
   if (!c.txn({fresh}, {op{op::type::put, key, value, {}, 0}}, {op{op::type::range, key, {}, {}, 0}}, r, error))
     return false;
   if (r.succeeded || (!r.ranges.empty() && !r.ranges[0].empty() && r.ranges[0][0].value == value)) return true;
-  error = key + " exists already with another value (written by someone else?)";
+  error =
+      tfb::error{error_kind::store_unreachable, key + " exists already with another value (written by someone else?)"};
   return false;
 }
 
-bool link::store_snapshot(client& c, std::int64_t rev, const std::string& text, std::string& error) {
+bool link::store_snapshot(client& c, std::int64_t rev, const std::string& text, tfb::error& error) {
   std::size_t count = 0;
   for (std::size_t at = 0; at < text.size() || count == 0; at += snapshot_chunk_bytes, ++count)
     if (!put_once(c, s_.keys.snap_chunk(rev, count), text.substr(std::min(at, text.size()), snapshot_chunk_bytes),
@@ -885,9 +898,9 @@ void link::delete_covered(client& c, std::int64_t rev) {
        {s_.keys.hosts(), s_.keys.inputs(), s_.keys.gones(), s_.keys.snaps(), s_.keys.digests()}) {
     std::vector<kv> keys;
     std::int64_t at = 0;
-    std::string error;
+    tfb::error error;
     if (!c.range(under, prefix_end(under), keys, at, error, 0, true)) {
-      log(fmt::format("warning: store: cannot list {} to delete what the snapshot covers: {}", under, error));
+      log(fmt::format("warning: store: cannot list {} to delete what the snapshot covers: {}", under, error.text));
       return;
     }
     for (std::size_t i = 0; i < keys.size(); ++i) {
@@ -913,9 +926,9 @@ void link::delete_covered(client& c, std::int64_t rev) {
     for (std::size_t i = at; i < std::min(doomed.size(), at + ops_per_txn); ++i)
       dels.push_back(op{op::type::del, doomed[i], {}, {}, 0});
     txn_result r;
-    std::string error;
+    tfb::error error;
     if (!c.txn({}, dels, {}, r, error)) {
-      log(fmt::format("warning: store: cannot delete keys the snapshot covers: {}", error));
+      log(fmt::format("warning: store: cannot delete keys the snapshot covers: {}", error.text));
       return;
     }
   }
@@ -925,7 +938,7 @@ void link::delete_covered(client& c, std::int64_t rev) {
 // ("database space exceeded") until an operator frees space and disarms.
 void link::check_alarms(client& c) {
   std::vector<std::string> alarms;
-  std::string error;
+  tfb::error error;
   if (!c.alarms(alarms, error)) return;  // unreachable: the other threads say so
   bool nospace = std::find(alarms.begin(), alarms.end(), "NOSPACE") != alarms.end();
   if (nospace && !nospace_)
@@ -943,7 +956,7 @@ void link::check_alarms(client& c) {
 // forgery: it is deleted and the end written anew (a first version: only a
 // key's first version counts, follower.h), or that host's participants would
 // never go.
-bool link::write_gone(client& c, const chore& ch, std::string& error) {
+bool link::write_gone(client& c, const chore& ch, tfb::error& error) {
   std::string host = s_.keys.host(s_.self);
   compare present{compare::target::create_revision, compare::op::equal, host, inc_, {}};
   compare fresh{compare::target::version, compare::op::equal, ch.key, 0, {}};
@@ -953,7 +966,7 @@ bool link::write_gone(client& c, const chore& ch, std::string& error) {
     return false;
   if (r.succeeded) return true;
   if (r.ranges.empty() || r.ranges[0].empty()) {
-    error = "this host is not registered now (fenced)";
+    error = tfb::error{error_kind::store_unreachable, "this host is not registered now (fenced)"};
     return false;
   }
   const kv& there = r.ranges[0][0];
@@ -962,7 +975,8 @@ bool link::write_gone(client& c, const chore& ch, std::string& error) {
   compare same{compare::target::mod_revision, compare::op::equal, ch.key, there.mod_revision, {}};
   txn_result w;
   if (!c.txn({present, same}, {op{op::type::del, ch.key, {}, {}, 0}}, {}, w, error)) return false;
-  error = w.succeeded ? "a forged end was there (deleted): writing it anew" : "the end key changed while it was deleted";
+  error = tfb::error{error_kind::store_unreachable, w.succeeded ? "a forged end was there (deleted): writing it anew"
+                                                                : "the end key changed while it was deleted"};
   return false;
 }
 
@@ -997,11 +1011,11 @@ void link::janitor_loop() {
       next_check = std::chrono::steady_clock::now() + alarm_every;
     }
     if (!have) continue;
-    std::string error;
+    tfb::error error;
     if (ch.digest) {  // once: a digest that cannot be written now is not worth a retry
       txn_result r;
       if (!janitor_c_->txn({}, {op{op::type::put, ch.key, ch.value, {}, 0}}, {}, r, error) && ++write_errors_)
-        log(fmt::format("warning: store: cannot write {}: {}", ch.key, error));
+        log(fmt::format("warning: store: cannot write {}: {}", ch.key, error.text));
       continue;
     }
     if (!ch.key.empty()) {
@@ -1010,7 +1024,8 @@ void link::janitor_loop() {
         continue;
       }
       ++write_errors_;
-      if (failures++ % 50 == 0) log(fmt::format("warning: store: cannot write {} yet, retrying: {}", ch.key, error));
+      if (failures++ % 50 == 0)
+        log(fmt::format("warning: store: cannot write {} yet, retrying: {}", ch.key, error.text));
       next_try = std::chrono::steady_clock::now() + retry_every;
       std::lock_guard lk(m_);
       chores_.push_back(std::move(ch));
@@ -1020,7 +1035,7 @@ void link::janitor_loop() {
     if (ok)
       delete_covered(*janitor_c_, ch.snap_rev);
     else if (++write_errors_)
-      log(fmt::format("warning: store: cannot write the snapshot at revision {}: {}", ch.snap_rev, error));
+      log(fmt::format("warning: store: cannot write the snapshot at revision {}: {}", ch.snap_rev, error.text));
     std::int64_t rev = ch.snap_rev;
     cb_.post([this, rev, ok] { cb_.snapshot_written(rev, ok); });
   }

@@ -21,6 +21,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "error.h"
 #include "store_location.h"
 #include "store_name.h"
 #include "follower.h"
@@ -33,18 +34,17 @@ namespace tfb::store {
 /// the CA (c.ca) must be readable; the client certificate and key (c.cert,
 /// c.key) are read into c.cert_pem and c.key_pem, and the key is held to the
 /// secret file's rules (docs/security.md): a regular file, not a symbolic
-/// link, the user's own, that group and others cannot read. 0 when all is
-/// well, else the exit code (usage: a file that cannot be read; auth: a key
-/// that others could read or change), with error.
-int read_tls_files(client_config& c, std::string& error);
+/// link, the user's own, that group and others cannot read. Or why not
+/// (usage: a file that cannot be read; auth: a key that others could read or change).
+std::optional<tfb::error> read_tls_files(client_config& c);
 
 /// Reads the etcd user's password from path once, at start (serve
 /// --store-password-file, issue #31 item 9), into out, without its final
 /// newline. The file is held to the secret file's rules: a regular file,
 /// not a symbolic link, the user's own, that group and others can neither
-/// read nor change. 0, or the exit code (usage: cannot be read or empty;
-/// auth: unsafe), with error. Neither error nor anything else shows the password.
-int read_password_file(const std::string& path, std::string& out, std::string& error);
+/// read nor change. Or why not (usage: cannot be read or empty; auth:
+/// unsafe). Neither the error nor anything else shows the password.
+std::optional<tfb::error> read_password_file(const std::string& path, std::string& out);
 
 /// Loads tfbarrier-etcd.so (beside the binary, else in the installed
 /// library directory) and makes a client; null with error.
@@ -87,8 +87,10 @@ class link {
   ~link() { stop(); }
 
   /// Loads the module, makes sure the origin exists, registers this host
-  /// (blocking, with a deadline), and starts the threads. False with error.
-  bool start(std::string& error);
+  /// (blocking, with a deadline), and starts the threads; or says why not:
+  /// store_access (TLS, etcd's authentication, another job's key),
+  /// settings_differ (this host's settings and the store's), or store_unreachable.
+  std::optional<tfb::error> start();
   /// Queues one input line (from the event loop). Lines are written in order.
   void write(std::string line);
   /// Bytes queued for etcd and not yet written.
@@ -119,10 +121,6 @@ class link {
   /// The key that MACs this host's inputs, after start: the secret it was
   /// given, or the one MUNGE gave (settings::munge_key); null for none.
   const std::string* secret() const { return s_.secret; }
-  /// After start failed: whether TLS or etcd's authentication refused it (not reach).
-  bool refused_access() const { return access_refused_; }
-  /// After start failed: whether this host's own settings disagree with the store's (a usage error).
-  bool refused_settings() const { return settings_refused_; }
   /// After start: the settings every host of the store runs by (its origin record's).
   const shared_settings& shared() const { return s_.shared; }
   /// Batches written, for the benchmark's "etcd writes per round".
@@ -134,11 +132,11 @@ class link {
   std::int64_t received_revision() const { return received_rev_.load(); }
 
  private:
-  bool ensure_origin(client& c, std::string& error);
-  bool take_settings(std::string_view origin, std::string& error);
-  bool check_versions(client& c, std::string& error);
-  bool take_sealed_key(const key_record& there, std::string& error);
-  bool register_self(client& c, std::int64_t& lease, std::int64_t& inc, std::string& error);
+  std::optional<tfb::error> ensure_origin(client& c);
+  std::optional<tfb::error> take_settings(std::string_view origin);
+  bool check_versions(client& c, tfb::error& error);
+  std::optional<tfb::error> take_sealed_key(const key_record& there);
+  bool register_self(client& c, std::int64_t& lease, std::int64_t& inc, tfb::error& error);
   void writer_loop();
   void keeper_loop();
   void watcher_loop();
@@ -146,18 +144,18 @@ class link {
   bool history_compacted(const std::string& from, std::int64_t start);
   /// Watches from (the prefix) from watch_from_ on, posting its events, until the watch ends (fresh: cleared
   /// at the first response).
-  watch_end watch_prefix(const std::string& from, bool& fresh, std::string& error);
+  watch_end watch_prefix(const std::string& from, bool& fresh, tfb::error& error);
   /// The watch broke: said in the log, at most once per 10 s (broke_since: how often since it was last said).
   void log_broken_watch(const std::string& error, unsigned& broke_since,
                         std::chrono::steady_clock::time_point& next_log);
   void janitor_loop();
-  bool read_catch_up(client& c, catch_up& out, std::string& error);
-  bool put_once(client& c, const std::string& key, const std::string& value, std::string& error);
-  bool store_snapshot(client& c, std::int64_t rev, const std::string& text, std::string& error);
+  bool read_catch_up(client& c, catch_up& out, tfb::error& error);
+  bool put_once(client& c, const std::string& key, const std::string& value, tfb::error& error);
+  bool store_snapshot(client& c, std::int64_t rev, const std::string& text, tfb::error& error);
   void delete_covered(client& c, std::int64_t rev);
   void check_alarms(client& c);
   struct chore;
-  bool write_gone(client& c, const chore& ch, std::string& error);
+  bool write_gone(client& c, const chore& ch, tfb::error& error);
   /// Writes one batch; false when fenced (with why), retrying while etcd is unreachable.
   bool write_batch(client& c, const std::string& value, std::uint64_t seq, std::string& why);
   void log(const std::string& text) {
@@ -193,8 +191,6 @@ class link {
   std::atomic<std::uint64_t> write_errors_{0}, watch_restarts_{0};
   std::atomic<std::int64_t> received_rev_{0};
   std::int64_t origin_rev_ = 0;
-  bool access_refused_ = false;
-  bool settings_refused_ = false;
   std::string munge_secret_;  ///< the key from MUNGE (settings::munge_key), set before the threads start
   std::int64_t watch_from_ = 0;  ///< watcher only
   /// Bounds (issue #31 item 10). Lines queued for etcd and not yet written:

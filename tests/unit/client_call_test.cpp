@@ -234,7 +234,7 @@ TEST(ClientCall, InterruptEndsAsInterruptedWhateverEndsIt) {
     client_call c(wait_config());
     c.reply(waiting(), up, 0ms);
     c.signal(interrupt_signal::sigint, up);
-    auto s = c.fail(70, "the host at x sent an over-long line");
+    auto s = c.fail({error_kind::protocol, "the host at x sent an over-long line"});
     ASSERT_TRUE(s.result);
     EXPECT_EQ(s.result->k, kind::interrupted);
   }
@@ -358,11 +358,12 @@ TEST(ClientCall, DecideByRunsTheCommandOnceAndResendsItsVerdict) {
 TEST(ClientCall, FailCarriesTheConnectionsEndAndNothingAfterTheEnd) {
   client_call c(wait_config(1s));
   c.start();
-  auto s = c.fail(69, "cannot reach the host");
+  auto s = c.fail({error_kind::unreachable, "cannot reach the host"});
   ASSERT_TRUE(s.result);
   EXPECT_EQ(s.result->k, kind::failed);
-  EXPECT_EQ(s.result->exit_code, 69);
-  EXPECT_FALSE(c.fail(70, "again").result);
+  EXPECT_EQ(s.result->failure.kind, error_kind::unreachable);
+  EXPECT_EQ(s.result->failure.text, "cannot reach the host");
+  EXPECT_FALSE(c.fail({error_kind::protocol, "again"}).result);
   auto after = c.timer(call_timer::timeout, up, 1s);
   EXPECT_TRUE(after.send.empty());
   EXPECT_TRUE(after.arm.empty());

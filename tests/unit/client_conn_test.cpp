@@ -115,10 +115,10 @@ struct client_under_test {
   conn_output feed(const proto::reply& r) { return conn->feed(reply_line(r)); }
 };
 
-void expect_failed(const conn_output& out, int code, std::string_view text) {
+void expect_failed(const conn_output& out, error_kind kind, std::string_view text) {
   EXPECT_EQ(out.event, conn_event::failed);
-  EXPECT_EQ(out.exit_code, code);
-  EXPECT_CONTAINS(out.error, text);
+  EXPECT_EQ(out.failure.kind, kind);
+  EXPECT_CONTAINS(out.failure.text, text);
   EXPECT_TRUE(out.bytes.empty()) << out.bytes;
 }
 
@@ -167,7 +167,7 @@ TEST(ClientConn, VersionMismatch) {
   client_under_test c;
   auto h = greeting();
   h.version = static_cast<std::uint32_t>(protocol_version) + 1;
-  expect_failed(c.feed(h), exit_code::protocol,
+  expect_failed(c.feed(h), error_kind::protocol,
                 fmt::format("(tfbarrier/test) speaks protocol {}, and this tfbarrier", protocol_version + 1));
   EXPECT_FALSE(c.conn->greeted());
   // Over: later lines do nothing.
@@ -180,7 +180,7 @@ TEST(ClientConn, AHostOfAnotherVersionRefusesUsAndBothVersionsAreNamed) {
   auto out = c.feed(proto::error_reply{proto::error_kind::version,
                                        "this host speaks protocol version 1, the client asked for 2; use matching "
                                        "tfbarrier versions"});
-  expect_failed(out, exit_code::protocol,
+  expect_failed(out, error_kind::protocol,
                 fmt::format("the host at 127.0.0.1:7727 refused this tfbarrier {} (protocol version {}): this host "
                             "speaks protocol version 1, the client asked for 2; use matching tfbarrier versions; run "
                             "the same version of tfbarrier on the host and in the job",
@@ -201,12 +201,12 @@ TEST(ClientConn, AHostOfAnotherStoreOrOfNoneIsRefusedBeforeTheRequestGoes) {
   // The line as a host sends it, and back.
   EXPECT_CONTAINS(reply_line(h), " store=/job2");
   auto other = expecting("/job1");
-  expect_failed(other->feed(h), exit_code::unreachable, "keeps its barriers in the store");
+  expect_failed(other->feed(h), error_kind::unreachable, "keeps its barriers in the store");
   auto none = expecting("/job1");
   auto out = none->feed(greeting());
-  expect_failed(out, exit_code::unreachable, "keeps its barriers itself (it has no store), not in the store");
-  EXPECT_CONTAINS(out.error, "/job1");
-  EXPECT_CONTAINS(out.error, "TFBARRIER_PORT");
+  expect_failed(out, error_kind::unreachable, "keeps its barriers itself (it has no store), not in the store");
+  EXPECT_CONTAINS(out.failure.text, "/job1");
+  EXPECT_CONTAINS(out.failure.text, "TFBARRIER_PORT");
   auto same = expecting("/job2");
   out = same->feed(h);
   EXPECT_EQ(out.event, conn_event::greeted);
@@ -218,32 +218,38 @@ TEST(ClientConn, AHostOfAnotherStoreOrOfNoneIsRefusedBeforeTheRequestGoes) {
 
 TEST(ClientConn, UnknownAuthentication) {
   client_under_test c;
-  expect_failed(c.feed(greeting("kerberos")), exit_code::protocol, "asks for authentication \"kerberos\"");
+  expect_failed(c.feed(greeting("kerberos")), error_kind::protocol, "asks for authentication \"kerberos\"");
 }
 
 TEST(ClientConn, NotATfbarrierHost) {
   client_under_test c;
-  expect_failed(c.conn->feed("SSH-2.0-OpenSSH_9.2"), exit_code::protocol, "is not a tfbarrier host (");
+  expect_failed(c.conn->feed("SSH-2.0-OpenSSH_9.2"), error_kind::protocol, "is not a tfbarrier host (");
   client_under_test d;
-  expect_failed(d.feed(proto::waiting{"b", 1, 1, 2}), exit_code::protocol, "did not greet with HELLO");
+  expect_failed(d.feed(proto::waiting{"b", 1, 1, 2}), error_kind::protocol, "did not greet with HELLO");
 }
 
 TEST(ClientConn, BadLineAfterTheGreeting) {
   client_under_test c;
   c.feed(greeting());
-  expect_failed(c.conn->feed("WHAT is=this"), exit_code::protocol, "sent a line this client does not understand");
+  expect_failed(c.conn->feed("WHAT is=this"), error_kind::protocol, "sent a line this client does not understand");
 }
 
 TEST(ClientConn, ErrReplies) {
   struct {
     proto::error_kind kind;
+    error_kind cause;
     int code;
-  } cases[] = {{proto::error_kind::version, exit_code::protocol},   {proto::error_kind::conflict, exit_code::conflict},
-               {proto::error_kind::needn, exit_code::usage},        {proto::error_kind::ambiguous, exit_code::usage},
-               {proto::error_kind::aborted, exit_code::aborted},    {proto::error_kind::busy, exit_code::unreachable},
-               {proto::error_kind::auth, exit_code::auth},          {proto::error_kind::badrequest, exit_code::protocol}};
+  } cases[] = {{proto::error_kind::version, error_kind::protocol, exit_code::protocol},
+               {proto::error_kind::conflict, error_kind::conflict, exit_code::conflict},
+               {proto::error_kind::needn, error_kind::usage, exit_code::usage},
+               {proto::error_kind::ambiguous, error_kind::usage, exit_code::usage},
+               {proto::error_kind::aborted, error_kind::aborted, exit_code::aborted},
+               {proto::error_kind::busy, error_kind::unreachable, exit_code::unreachable},
+               {proto::error_kind::auth, error_kind::auth, exit_code::auth},
+               {proto::error_kind::badrequest, error_kind::protocol, exit_code::protocol}};
   for (auto& k : cases) {
-    EXPECT_EQ(exit_for(k.kind), k.code);
+    EXPECT_EQ(kind_of(k.kind), k.cause);
+    EXPECT_EQ(exit_code_of(kind_of(k.kind)), k.code);
     client_under_test before;  // before the greeting (a full host, a version the host refuses)
     // ... where only the handshake's own errors are believed (#19 item 2).
     bool handshake = k.kind == proto::error_kind::version || k.kind == proto::error_kind::busy ||
@@ -251,26 +257,26 @@ TEST(ClientConn, ErrReplies) {
     if (k.kind == proto::error_kind::busy) {  // a full host: back off and connect again (#19 item 6)
       auto out = before.feed(proto::error_reply{k.kind, "told so"});
       EXPECT_EQ(out.event, conn_event::busy);
-      EXPECT_EQ(out.error, "told so");
+      EXPECT_EQ(out.failure.text, "told so");
       EXPECT_TRUE(out.bytes.empty());
       EXPECT_EQ(before.feed(greeting()).event, conn_event::none);  // over: nothing more is acted on
     } else if (handshake)
-      expect_failed(before.feed(proto::error_reply{k.kind, "told so"}), k.code, "told so");
+      expect_failed(before.feed(proto::error_reply{k.kind, "told so"}), k.cause, "told so");
     else
-      expect_failed(before.feed(proto::error_reply{k.kind, "told so"}), exit_code::protocol, "before it greeted");
+      expect_failed(before.feed(proto::error_reply{k.kind, "told so"}), error_kind::protocol, "before it greeted");
     client_under_test after;
     after.feed(greeting());
-    expect_failed(after.feed(proto::error_reply{k.kind, "told so"}), k.code, "told so");
+    expect_failed(after.feed(proto::error_reply{k.kind, "told so"}), k.cause, "told so");
   }
 }
 
 TEST(ClientConn, ShutdownEndsTheCall) {
   client_under_test c;
   c.feed(greeting());
-  expect_failed(c.feed(proto::shutdown{}), exit_code::unreachable, "the host at 127.0.0.1:7727 shut down");
+  expect_failed(c.feed(proto::shutdown{}), error_kind::host_lost, "the host at 127.0.0.1:7727 shut down");
   client_under_test d;
   d.feed(greeting());
-  expect_failed(d.feed(proto::shutdown{"host going away"}), exit_code::unreachable, "host going away");
+  expect_failed(d.feed(proto::shutdown{"host going away"}), error_kind::host_lost, "host going away");
 }
 
 TEST(ClientConn, StatusBlockIsOneReply) {
@@ -324,7 +330,7 @@ TEST(ClientConn, HmacRightSecret) {
   client_under_test c(std::string("s3cret"));
   EXPECT_EQ(lines(c.hello).size(), 1u);  // never pipelined with a secret
   auto out = c.feed(hmac_greeting(c, "s3cret"));
-  ASSERT_EQ(out.event, conn_event::greeted) << out.error;
+  ASSERT_EQ(out.event, conn_event::greeted) << out.failure.text;
   auto l = lines(out.bytes);
   ASSERT_EQ(l.size(), 2u);
   // AUTH with the client's proof, unsealed; then the request, sealed (seq 0).
@@ -358,12 +364,12 @@ TEST(ClientConn, HmacRightSecret) {
 
 TEST(ClientConn, HmacWrongSecret) {
   client_under_test c(std::string("s3cret"));
-  expect_failed(c.feed(hmac_greeting(c, "other")), exit_code::auth, "could not prove it knows the secret");
+  expect_failed(c.feed(hmac_greeting(c, "other")), error_kind::auth, "could not prove it knows the secret");
 }
 
 TEST(ClientConn, HmacWithoutSecret) {
   client_under_test c;  // not pipelined (asked again, or beyond loopback) and no secret
-  expect_failed(c.feed(hmac_greeting(c, "s3cret")), exit_code::auth,
+  expect_failed(c.feed(hmac_greeting(c, "s3cret")), error_kind::auth,
                 "requires authentication: give this participant the host's secret file");
 }
 
@@ -383,7 +389,7 @@ TEST(ClientConn, PipelinedRequestToAnAuthenticatingHostRetries) {
 
 TEST(ClientConn, SecretButHostDoesNotAuthenticate) {
   client_under_test c(std::string("s3cret"));
-  expect_failed(c.feed(greeting()), exit_code::auth, "does not authenticate, but this participant has a secret");
+  expect_failed(c.feed(greeting()), error_kind::auth, "does not authenticate, but this participant has a secret");
 }
 
 TEST(ClientConn, HmacProofForTheOtherDirection) {
@@ -391,7 +397,7 @@ TEST(ClientConn, HmacProofForTheOtherDirection) {
   client_under_test c(std::string("s3cret"));
   auto h = hmac_greeting(c, "s3cret");
   h.proof = auth::client_proof("s3cret", c.client_nonce, host_nonce, transcript_of(c, h));
-  expect_failed(c.feed(h), exit_code::auth, "could not prove it knows the secret");
+  expect_failed(c.feed(h), error_kind::auth, "could not prove it knows the secret");
 }
 
 TEST(ClientConn, HmacReflection) {
@@ -400,12 +406,12 @@ TEST(ClientConn, HmacReflection) {
   auto h = greeting("hmac");
   h.nonce = c.client_nonce;
   h.proof = c.client_nonce;
-  expect_failed(c.feed(h), exit_code::auth, "could not prove it knows the secret");
+  expect_failed(c.feed(h), error_kind::auth, "could not prove it knows the secret");
   // Or the client's own sealed request, sent back as if it were a reply.
   client_under_test d(std::string("s3cret"));
   auto out = d.feed(hmac_greeting(d, "s3cret"));
   ASSERT_EQ(out.event, conn_event::greeted);
-  expect_failed(d.conn->feed(lines(out.bytes).at(1)), exit_code::auth, "failed its authentication check");
+  expect_failed(d.conn->feed(lines(out.bytes).at(1)), error_kind::auth, "failed its authentication check");
 }
 
 TEST(ClientConn, HmacReplayedGreeting) {
@@ -415,7 +421,7 @@ TEST(ClientConn, HmacReplayedGreeting) {
   client_under_test c(std::string("s3cret"));
   c.client_nonce = "0123456789abcdef0123456789abcdef";
   c.hello = c.conn->start(c.client_nonce);
-  expect_failed(c.feed(recorded), exit_code::auth, "could not prove it knows the secret");
+  expect_failed(c.feed(recorded), error_kind::auth, "could not prove it knows the secret");
 }
 
 TEST(ClientConn, HmacReplayedReply) {
@@ -424,19 +430,19 @@ TEST(ClientConn, HmacReplayedReply) {
   std::string key = auth::session_key("s3cret", c.client_nonce, host_nonce);
   std::string sealed = auth::seal(reply_line(proto::waiting{"b", 1, 1, 2}), key, auth::direction::to_client, 0);
   EXPECT_EQ(c.conn->feed(sealed).event, conn_event::reply);
-  expect_failed(c.conn->feed(sealed), exit_code::auth, "failed its authentication check");
+  expect_failed(c.conn->feed(sealed), error_kind::auth, "failed its authentication check");
 }
 
 TEST(ClientConn, HmacUnsealedOrAlteredReply) {
   client_under_test c(std::string("s3cret"));
   ASSERT_EQ(c.feed(hmac_greeting(c, "s3cret")).event, conn_event::greeted);
-  expect_failed(c.conn->feed(reply_line(proto::release{"b", 1})), exit_code::auth, "failed its authentication check");
+  expect_failed(c.conn->feed(reply_line(proto::release{"b", 1})), error_kind::auth, "failed its authentication check");
   client_under_test d(std::string("s3cret"));
   ASSERT_EQ(d.feed(hmac_greeting(d, "s3cret")).event, conn_event::greeted);
   std::string key = auth::session_key("s3cret", d.client_nonce, host_nonce);
   std::string sealed = auth::seal(reply_line(proto::release{"b", 1}), key, auth::direction::to_client, 0);
   sealed.replace(sealed.find("gen=1"), 5, "gen=2");
-  expect_failed(d.conn->feed(sealed), exit_code::auth, "failed its authentication check");
+  expect_failed(d.conn->feed(sealed), error_kind::auth, "failed its authentication check");
 }
 
 // ---------------------------------------------------------------------------
@@ -458,7 +464,7 @@ proto::hello_reply munge_greeting(client_under_test& c, uid_t host_uid,
 TEST(ClientConn, MungeAccepted) {
   client_under_test c;
   auto out = c.feed(munge_greeting(c, 1000));
-  ASSERT_EQ(out.event, conn_event::greeted) << out.error;
+  ASSERT_EQ(out.event, conn_event::greeted) << out.failure.text;
   auto l = lines(out.bytes);
   ASSERT_EQ(l.size(), 2u);
   auto r = proto::parse_request(l[0]);
@@ -481,17 +487,17 @@ TEST(ClientConn, MungeRefused) {
   client_under_test c;
   auto h = munge_greeting(c, 1000);
   c.env.refuse = true;
-  expect_failed(c.feed(h), exit_code::auth, "authenticates with MUNGE, and its credential was refused here: MUNGE: ");
+  expect_failed(c.feed(h), error_kind::auth, "authenticates with MUNGE, and its credential was refused here: MUNGE: ");
 }
 
 TEST(ClientConn, MungeHostOfAnotherUid) {
   client_under_test c;
-  expect_failed(c.feed(munge_greeting(c, 0)), exit_code::auth, "runs as uid 0, not as you (uid 1000)");
+  expect_failed(c.feed(munge_greeting(c, 0)), error_kind::auth, "runs as uid 0, not as you (uid 1000)");
 }
 
 TEST(ClientConn, MungeCredentialForAnotherConnection) {
   client_under_test c;
-  expect_failed(c.feed(munge_greeting(c, 1000, "0123456789abcdef0123456789abcdef")), exit_code::auth,
+  expect_failed(c.feed(munge_greeting(c, 1000, "0123456789abcdef0123456789abcdef")), error_kind::auth,
                 "is not for this connection");
 }
 
@@ -499,7 +505,7 @@ TEST(ClientConn, MungeCannotEncode) {
   client_under_test c;
   auto h = munge_greeting(c, 1000);
   c.env.cannot_encode = true;
-  expect_failed(c.feed(h), exit_code::auth, "cannot make a MUNGE credential: MUNGE: Socket");
+  expect_failed(c.feed(h), error_kind::auth, "cannot make a MUNGE credential: MUNGE: Socket");
 }
 
 }  // namespace
@@ -512,7 +518,7 @@ namespace tfb::client {
 TEST(ClientConn, BeyondLoopbackAHostThatDoesNotAuthenticateIsRefused) {
   client_under_test c(std::nullopt, false, true);
   // expect_failed checks that nothing is sent: the request stays here.
-  expect_failed(c.feed(greeting()), exit_code::auth, "does not authenticate (auth=none)");
+  expect_failed(c.feed(greeting()), error_kind::auth, "does not authenticate (auth=none)");
   // Whatever the host says next is not acted on.
   EXPECT_EQ(c.conn->feed(reply_line(proto::release{"b", 1, proto::verdict::stop, std::nullopt, "forged"})).event,
             conn_event::none);
@@ -552,13 +558,14 @@ TEST(ClientConnBeforeGreeting, OnlyHandshakeErrorsAreBelieved) {
     (void)c.start("00112233445566778899aabbccddeeff");
     auto out = c.feed(line);
     EXPECT_EQ(out.event, conn_event::failed) << line;
-    EXPECT_EQ(out.exit_code, 70) << line;
-    EXPECT_NE(out.error.find("before it greeted"), std::string::npos) << out.error;
+    EXPECT_EQ(out.failure.kind, error_kind::protocol) << line;
+    EXPECT_EQ(exit_code_of(out.failure), 70) << line;
+    EXPECT_NE(out.failure.text.find("before it greeted"), std::string::npos) << out.failure.text;
   }
   client_conn c(cfg, env, "ARRIVE name=a scope=default id=x n=2 rank=0\n");
   (void)c.start("00112233445566778899aabbccddeeff");
   auto out = c.feed("ERR BUSY :too many connections");
   EXPECT_EQ(out.event, conn_event::busy);  // believed: connect again later
-  EXPECT_EQ(out.error, "too many connections");
+  EXPECT_EQ(out.failure.text, "too many connections");
 }
 }  // namespace tfb::client

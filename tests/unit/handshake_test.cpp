@@ -169,7 +169,7 @@ TEST(Handshake, NoAuthenticationPipelined) {
   wire w;
   w.ccfg.pipeline = true;
   w.run();
-  EXPECT_TRUE(released_stop(w.last)) << w.last.error;
+  EXPECT_TRUE(released_stop(w.last)) << w.last.failure.text;
   EXPECT_EQ(w.delivered.size(), 1u);
 }
 
@@ -178,7 +178,7 @@ TEST(Handshake, TheRightSecretOnBothSides) {
   w.hcfg.secret = secret;
   w.ccfg.secret = &secret;
   w.run();
-  EXPECT_TRUE(released_stop(w.last)) << w.last.error;
+  EXPECT_TRUE(released_stop(w.last)) << w.last.failure.text;
   EXPECT_TRUE(w.host.sealed());
   // Every line after the handshake carried a MAC.
   for (auto& l : w.to_client)
@@ -193,7 +193,7 @@ TEST(Handshake, AWrongSecretIsRefusedByTheClientBeforeItSendsItsRequest) {
   w.ccfg.secret = &other_secret;
   w.run();
   EXPECT_EQ(w.last.event, client::conn_event::failed);
-  EXPECT_EQ(w.last.exit_code, 77) << w.last.error;
+  EXPECT_EQ(w.last.failure.kind, error_kind::auth) << w.last.failure.text;
   EXPECT_TRUE(w.delivered.empty());
   for (auto& l : w.to_host) EXPECT_EQ(l.find("ARRIVE"), std::string::npos) << l;
 }
@@ -203,7 +203,7 @@ TEST(Handshake, AHostThatDoesNotAuthenticateIsRefusedByAClientWithASecret) {
   w.ccfg.secret = &secret;
   w.run();
   EXPECT_EQ(w.last.event, client::conn_event::failed);
-  EXPECT_EQ(w.last.exit_code, 77) << w.last.error;
+  EXPECT_EQ(w.last.failure.kind, error_kind::auth) << w.last.failure.text;
   EXPECT_TRUE(w.delivered.empty());
 }
 
@@ -273,7 +273,7 @@ TEST(Handshake, MungeAcceptsTheHostsOwnUser) {
   wire w(1000, 1000);
   w.hcfg.munge = true;
   w.run();
-  EXPECT_TRUE(released_stop(w.last)) << w.last.error;
+  EXPECT_TRUE(released_stop(w.last)) << w.last.failure.text;
   EXPECT_TRUE(w.host.sealed());
 }
 
@@ -282,7 +282,7 @@ TEST(Handshake, MungeRefusesAnotherUser) {
   w.hcfg.munge = true;
   w.run();
   EXPECT_EQ(w.last.event, client::conn_event::failed);
-  EXPECT_EQ(w.last.exit_code, 77) << w.last.error;
+  EXPECT_EQ(w.last.failure.kind, error_kind::auth) << w.last.failure.text;
   EXPECT_TRUE(w.delivered.empty());
 }
 
@@ -323,8 +323,8 @@ void expect_refused(wire& w, const tampering& t, std::string_view client_says) {
   ASSERT_FALSE(seen.empty());
   EXPECT_NE(seen.front().find(t.to), std::string::npos) << t.what << ": the proxy did not rewrite " << seen.front();
   EXPECT_EQ(w.last.event, client::conn_event::failed) << t.what;
-  EXPECT_EQ(w.last.exit_code, 77) << t.what << ": " << w.last.error;
-  EXPECT_NE(w.last.error.find(client_says), std::string::npos) << t.what << ": " << w.last.error;
+  EXPECT_EQ(w.last.failure.kind, error_kind::auth) << t.what << ": " << w.last.failure.text;
+  EXPECT_NE(w.last.failure.text.find(client_says), std::string::npos) << t.what << ": " << w.last.failure.text;
   EXPECT_TRUE(w.delivered.empty()) << t.what;
   EXPECT_FALSE(w.host.authenticated()) << t.what;
 }
@@ -388,8 +388,8 @@ TEST(Handshake, AVersionMismatchEndsWithERRVersion) {
   (void)cli.start(w.cs.nonce());
   auto out = cli.feed(lines_of(s.bytes).at(0));
   EXPECT_EQ(out.event, client::conn_event::failed);
-  EXPECT_NE(out.exit_code, 0);
-  EXPECT_NE(out.error.find("version"), std::string::npos) << out.error;
+  EXPECT_EQ(out.failure.kind, error_kind::protocol);
+  EXPECT_NE(out.failure.text.find("version"), std::string::npos) << out.failure.text;
 }
 
 }  // namespace tfb

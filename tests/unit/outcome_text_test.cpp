@@ -120,11 +120,39 @@ TEST(OutcomeText, Decide) {
   EXPECT_EQ(o.err, "timed out after 1s waiting for barrier v (round 4) to release; the verdict stop stands and is "
                    "delivered when all have arrived (reconnecting to the host at 127.0.0.1:7777)");
   r = result(kind::failed);
-  r.exit_code = exit_code::unreachable;
-  r.message = "cannot reach the host";
+  r.failure = {error_kind::unreachable, "cannot reach the host"};
   o = outcome_of(r);
   EXPECT_EQ(o.exit_code, exit_code::unreachable);
   EXPECT_EQ(o.err, "cannot reach the host");
+}
+
+// A failure's code is its cause's (exit_code_of); a verdict has no cause.
+TEST(OutcomeText, TheCodeIsTheCauses) {
+  struct {
+    kind k;
+    std::optional<error_kind> cause;
+  } cases[] = {{kind::released, std::nullopt},
+               {kind::aborted, error_kind::aborted},
+               {kind::timed_out, error_kind::timed_out},
+               {kind::unconfirmed, error_kind::unconfirmed},
+               {kind::decide_timed_out, error_kind::timed_out},
+               {kind::abort_done, std::nullopt},
+               {kind::interrupted, error_kind::interrupted_int}};
+  for (const auto& c : cases) {
+    outcome o = outcome_of(result(c.k));
+    EXPECT_EQ(o.cause, c.cause) << static_cast<int>(c.k);
+    if (c.cause) {
+      EXPECT_EQ(o.exit_code, exit_code_of(*c.cause)) << static_cast<int>(c.k);
+    }
+  }
+  for (error_kind k : {error_kind::host_lost, error_kind::protocol, error_kind::auth, error_kind::conflict}) {
+    call_result r = result(kind::failed);
+    r.failure = {k, "why"};
+    outcome o = outcome_of(r);
+    EXPECT_EQ(o.cause, k);
+    EXPECT_EQ(o.exit_code, exit_code_of(k));
+    EXPECT_EQ(o.err, "why");
+  }
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ int run_abort(const abort_options& o) {
   if (!s) return exit_code::usage;
   proto::abort_req a{*s->scope.value, o.name, o.reason};
   auto conn = connection(*s, o.common);
-  if (!client_secret(o.common, conn)) return exit_code::auth;
+  if (auto e = client_secret(o.common, conn)) return fail(*e);
   auto c = make_tcp_coordinator(std::move(conn));
   return finish(c->abort(a), o.common.quiet);
 }

@@ -152,7 +152,7 @@ void start_host(const settings& s, const std::optional<std::string>& secret_file
     // The store as this command had it (--store, or TFBARRIER_STORE, which the host reads too).
     if (s.store.value) ::setenv("TFBARRIER_STORE", s.store.value->c_str(), 1);
     execv(exe.c_str(), argv.data());
-    _exit(127);
+    _exit(127);  // not-an-exit-code of tfbarrier's: the shell's "could not run it"; nobody reads it
   }
   int st = 0;
   waitpid(child, &st, 0);
@@ -224,14 +224,22 @@ std::string log_job() {
 
 }  // namespace
 
-int open_log(const std::string& log, std::string& error) {
+result<int> open_log(const std::string& log) {
+  std::string why;
   if (log == default_log_file()) {
     std::string path;
-    auto f = files::open_host_log(log_node(), log_job(), path, error);
-    return f ? f->release() : -1;
+    auto f = files::open_host_log(log_node(), log_job(), path, why);
+    if (!f) return error{error_kind::file, why};
+    return f->release();
   }
-  auto f = files::open_path(log, O_WRONLY | O_CREAT | O_APPEND, 0600, error, {"the log file", "give another --log"});
-  return f ? f->release() : -1;
+  auto f = files::open_path(log, O_WRONLY | O_CREAT | O_APPEND, 0600, why, {"the log file", "give another --log"});
+  if (!f) return error{error_kind::file, why};
+  return f->release();
+}
+
+int fail(const error& e) {
+  print_error(e.text);
+  return exit_code_of(e);
 }
 
 std::string default_log_file() {
@@ -255,25 +263,19 @@ std::string default_history_file() {
 /// Starts a detached host the way gpg starts its agent: fire and forget.
 /// Several participants may do this at once: one binds, the others fail quietly.
 
-bool client_secret(const common_options& c, connect_options& o) {
-  std::string error;
+std::optional<error> client_secret(const common_options& c, connect_options& o) {
+  std::string why;
   if (c.secret_file) {
-    o.secret = auth::load_secret(*c.secret_file, error);
-    if (!o.secret) {
-      print_error(error);
-      return false;
-    }
-    return true;
+    o.secret = auth::load_secret(*c.secret_file, why);
+    if (!o.secret) return error{error_kind::auth, why};
+    return std::nullopt;
   }
   o.secret_path = auth::default_secret_path();
   if (::access(o.secret_path.c_str(), F_OK) == 0) {
-    o.secret = auth::load_secret(o.secret_path, error);
-    if (!o.secret) {
-      print_error(error);
-      return false;
-    }
+    o.secret = auth::load_secret(o.secret_path, why);
+    if (!o.secret) return error{error_kind::auth, why};
   }
-  return true;
+  return std::nullopt;
 }
 
 /// Whether the host would listen on this machine's loopback only: the address
@@ -319,11 +321,10 @@ int finish(const outcome& got, bool quiet) {
 
 std::string detach(const std::string& log, int keep_fd) {
   int devnull = open("/dev/null", O_RDWR);
-  std::string error;
-  int logfd = open_log(log, error);
+  auto logfd = open_log(log);
   dup2(devnull, 0);
   dup2(devnull, 1);
-  dup2(logfd >= 0 ? logfd : devnull, 2);
+  dup2(logfd ? *logfd : devnull, 2);
   // Nothing the caller had open stays open in a daemon that runs for hours: a
   // pipe it inherited (a script's `$(...)`, a test runner's output) would never
   // see its end.
@@ -333,7 +334,7 @@ std::string detach(const std::string& log, int keep_fd) {
     if (keep_fd > 3) close_range(3, static_cast<unsigned>(keep_fd) - 1, 0);
     close_range(static_cast<unsigned>(keep_fd) + 1, ~0U, 0);
   }
-  return error;
+  return logfd ? std::string() : logfd.err().text;
 }
 
 }  // namespace cmd

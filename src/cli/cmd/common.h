@@ -27,8 +27,8 @@ std::string default_log_file();
 /// Opens the log to append to: the default one in its private directory
 /// (made 0700 and checked), any other through files::open_path (never a
 /// symlink, nor a file of another user or one others can write; made 0600).
-/// The descriptor, or -1 and error.
-int open_log(const std::string& log, std::string& error);
+/// The descriptor, or why not (a file error).
+result<int> open_log(const std::string& log);
 /// PRIVATE_DIR/serve-NODE[-JOB].history: the host's history file by default
 /// (node and job named as the log's); "" when there is no private directory.
 std::string default_history_file();
@@ -38,10 +38,13 @@ inline constexpr std::string_view self_start_gave_up = "this host cannot start; 
 /// How to reach the host; may start one here (settings::may_start_host).
 connect_options connection(const settings& s, const common_options& c);
 /// The participant's secret: --secret-file, else the default file if it exists.
-/// Returns false (after printing why) when a secret file is there but unusable.
-bool client_secret(const common_options& c, connect_options& o);
+/// Or why not (auth): a secret file is there but unusable.
+std::optional<error> client_secret(const common_options& c, connect_options& o);
 /// Prints an outcome (stdout, then stderr) and returns its exit code.
 int finish(const outcome& o, bool quiet);
+/// Prints a failure's text and returns its exit code (exit_code_of): how a
+/// command ends with an error.
+int fail(const error& e);
 
 /// Called in a process forked to become a daemon (after setsid): stdin and stdout on /dev/null, stderr appended to `log`, and no descriptor left
 /// open but keep_fd (-1: none). When the log cannot be opened stderr goes to

@@ -27,7 +27,7 @@ int run_decide(const decide_options& o) {
   d.wait = !o.no_wait;
   d.message = o.message;
   auto conn = connection(*s, o.common);
-  if (!client_secret(o.common, conn)) return exit_code::auth;
+  if (auto e = client_secret(o.common, conn)) return fail(*e);
   auto c = make_tcp_coordinator(std::move(conn));
   wait_options wo;
   wo.timeout = o.timeout;

@@ -58,31 +58,27 @@ bool utf8_locale() {
 /// report --svg's picture: made 0644 less the umask (a picture is for
 /// sharing; the umask says how far), through files::open_path: never through
 /// a symlink, and never into a file of another user or one others can write.
-bool write_file(const std::string& path, const std::string& text, std::string& error) {
-  auto f = files::open_path(path, O_WRONLY | O_CREAT | O_TRUNC, 0644, error,
+std::optional<error> write_file(const std::string& path, const std::string& text) {
+  std::string why;
+  auto f = files::open_path(path, O_WRONLY | O_CREAT | O_TRUNC, 0644, why,
                             {"the --svg file", "give another --svg FILE", true});
-  if (!f) return false;
-  if (!files::write_all(f->get(), text)) {
-    error = fmt::format("cannot write {}: {}", path, std::strerror(errno));
-    return false;
-  }
-  return true;
+  if (!f) return error{error_kind::usage, why};
+  if (!files::write_all(f->get(), text))
+    return error{error_kind::usage, fmt::format("cannot write {}: {}", path, std::strerror(errno))};
+  return std::nullopt;
 }
 
-/// The rounds from the host: 0, or an exit code (printed). unreachable when there is no host.
-int from_host(const report_options& o, const settings& s, std::vector<hist::round_view>& rounds) {
+/// The rounds from the host, or why not (unreachable or host_lost: there is no host).
+std::optional<error> from_host(const report_options& o, const settings& s, std::vector<hist::round_view>& rounds) {
   proto::history_req req{o.all_scopes ? "*" : *s.scope.value, o.name, o.last, 0};
   common_options common = o.common;
   if (!common.connect_timeout) common.connect_timeout = std::chrono::seconds(2);
   auto conn = connection(s, common);
   conn.quiet_reconnect = true;
-  if (!client_secret(o.common, conn)) return exit_code::auth;
+  if (auto e = client_secret(o.common, conn)) return e;
   auto c = make_tcp_coordinator(std::move(conn));
   outcome out = c->history(req);
-  if (out.exit_code != exit_code::ok) {
-    if (out.exit_code != exit_code::unreachable) finish(out, o.common.quiet);
-    return out.exit_code;
-  }
+  if (out.cause) return error{*out.cause, out.err};
   // A bad line costs its round, not the report.
   hist::round_parser p;
   for (const auto& line : out.history) {
@@ -92,25 +88,23 @@ int from_host(const report_options& o, const settings& s, std::vector<hist::roun
                  s.addr(), why);
   }
   rounds = p.take();
-  return exit_code::ok;
+  return std::nullopt;
 }
 
-int from_file(const report_options& o, const std::string& scope, const std::string& path,
-              std::vector<hist::round_view>& rounds) {
-  std::string error;
+std::optional<error> from_file(const report_options& o, const std::string& scope, const std::string& path,
+                               std::vector<hist::round_view>& rounds) {
+  std::string why;
   std::vector<hist::round_view> all;
   std::vector<std::string> skipped;
-  if (!hist::read_file(path, all, skipped, error)) {
-    print_error(error + "; give a history file written by tfbarrier serve (--history-file)");
-    return exit_code::usage;
-  }
+  if (!hist::read_file(path, all, skipped, why))
+    return error{error_kind::usage, why + "; give a history file written by tfbarrier serve (--history-file)"};
   for (const auto& w : skipped) tfb::print(stderr, "tfbarrier: warning: {}; skipped that round\n", w);
   for (auto& r : all) {
     if (!o.all_scopes && r.scope != scope) continue;
     if (!o.name.empty() && !hist::glob_match(o.name, r.name)) continue;
     rounds.push_back(std::move(r));
   }
-  return exit_code::ok;
+  return std::nullopt;
 }
 
 /// Keeps one run's rounds (issue #32 item 2): --run's, else the newest
@@ -142,11 +136,7 @@ int print_report(const report_options& o, std::vector<hist::round_view>& rounds)
   } else if (o.csv) {
     tfb::print(stdout, "{}", report::csv(rounds));
   } else if (o.svg) {
-    std::string error;
-    if (!write_file(*o.svg, report::svg(rounds), error)) {
-      print_error(error);
-      return exit_code::usage;
-    }
+    if (auto e = write_file(*o.svg, report::svg(rounds))) return fail(*e);
     tfb::print(stderr, "tfbarrier: wrote {} ({} rounds)\n", *o.svg, rounds.size());
   } else {
     // Names and nodes came from a host or a file: shown escaped, never obeyed.
@@ -182,23 +172,22 @@ int run_report(const report_options& o) {
   s->may_start_host = false;  // a question: it never starts a host
   std::vector<hist::round_view> rounds;
   if (o.file) {
-    if (int rc = from_file(o, *s->scope.value, *o.file, rounds); rc != exit_code::ok) return rc;
+    if (auto e = from_file(o, *s->scope.value, *o.file, rounds)) return fail(*e);
     return print_report(o, rounds);
   }
-  int rc = from_host(o, *s, rounds);
-  if (rc == exit_code::unreachable) {
+  auto failed = from_host(o, *s, rounds);
+  if (failed && (failed->kind == error_kind::unreachable || failed->kind == error_kind::host_lost)) {
     // The host is gone (a self-started one exits when idle): its file remains.
     std::string path = default_history_file();
-    if (path.empty() || ::access(path.c_str(), F_OK) != 0) {
-      print_error(fmt::format("no host answers at {}, and there is no history file at {}; give --addr of a running "
-                              "host or --file HISTORY",
-                              s->addr(), path.empty() ? "(no private directory)" : path));
-      return exit_code::unreachable;
-    }
+    if (path.empty() || ::access(path.c_str(), F_OK) != 0)
+      return fail({error_kind::unreachable,
+                   fmt::format("no host answers at {}, and there is no history file at {}; give --addr of a running "
+                               "host or --file HISTORY",
+                               s->addr(), path.empty() ? "(no private directory)" : path)});
     if (!o.common.quiet) tfb::print(stderr, "tfbarrier: no host at {}; reading {}\n", s->addr(), path);
-    rc = from_file(o, *s->scope.value, path, rounds);
+    failed = from_file(o, *s->scope.value, path, rounds);
   }
-  if (rc != exit_code::ok) return rc;
+  if (failed) return fail(*failed);
   return print_report(o, rounds);
 }
 

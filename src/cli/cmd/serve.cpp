@@ -94,21 +94,22 @@ int listen_address(const serve_options& o, host_options& h) {
 void make_secret_when_bound(const serve_options& o, host_options& h, const std::string& path) {
   std::string fresh = auth::fresh_secret();
   h.secret = fresh;
-  h.on_bound = [path, fresh, listen = h.listen.given, daemon = o.daemon](std::string& err) {
+  h.on_bound = [path, fresh, listen = h.listen.given, daemon = o.daemon]() -> std::optional<error> {
+    std::string err;
     if (!auth::write_secret(path, fresh, false, err)) {
-      err = ::access(path.c_str(), F_OK) == 0
+      return error{error_kind::auth,
+                   ::access(path.c_str(), F_OK) == 0
                 ? fmt::format("{} appeared while this host started (another tfbarrier made it); start serve "
                               "again to use it",
                               path)
                 : fmt::format("{} listens beyond loopback, so it needs a secret, and {}; give --secret-file "
                               "FILE (or --insecure to allow anyone who can connect)",
-                              listen, err);
-      return exit_code::auth;
+                              listen, err)};
     }
     std::string note = fmt::format("created the shared secret {} (mode 0600)", path);
     if (daemon) daemon_note(note);
     else tfb::print(stderr, "tfbarrier: {}\n", note);
-    return exit_code::ok;
+    return std::nullopt;
   };
 }
 
@@ -156,13 +157,11 @@ int authentication(const serve_options& o, host_options& h) {
 int serve_here(const serve_options& o, host_options& h) {
   std::FILE* logf = nullptr;
   if (o.log_file) {
-    std::string error;
-    int fd = open_log(*o.log_file, error);
-    if (fd < 0 || !(logf = ::fdopen(fd, "a"))) {
-      if (fd >= 0) ::close(fd);
-      print_error(error.empty() ? fmt::format("cannot open the log file {}: {}", *o.log_file, std::strerror(errno))
-                                : error);
-      return exit_code::usage;
+    auto fd = open_log(*o.log_file);
+    if (!fd) return fail(fd.err());
+    if (!(logf = ::fdopen(*fd, "a"))) {
+      ::close(*fd);
+      return fail({error_kind::file, fmt::format("cannot open the log file {}: {}", *o.log_file, std::strerror(errno))});
     }
     h.log = logf;
   }
@@ -170,11 +169,11 @@ int serve_here(const serve_options& o, host_options& h) {
     tfb::print(stdout, "TFBARRIER_ADDR={}\n", addr);
     std::fflush(stdout);
   };
-  std::string error;
-  int rc = run_host(h, error);
-  if (!error.empty()) print_error(error);
+  auto failed = run_host(h);
   if (logf) std::fclose(logf);
-  return rc;
+  if (!failed) return exit_code::ok;
+  if (!failed->text.empty()) print_error(failed->text);
+  return exit_code_of(*failed);
 }
 
 /// The --daemon child: detached, it runs the host and reports on wfd.
@@ -184,7 +183,7 @@ int serve_here(const serve_options& o, host_options& h) {
   if (std::string err = detach(log, wfd); !err.empty()) {
     std::string msg = "ERR " + err + "\n";
     (void)!write(wfd, msg.data(), msg.size());
-    _exit(exit_code::usage);
+    _exit(exit_code_of(error_kind::file));
   }
   h.log = stderr;
   daemon_report_fd = wfd;
@@ -194,14 +193,13 @@ int serve_here(const serve_options& o, host_options& h) {
     close(wfd);
     daemon_report_fd = -1;
   };
-  std::string error;
-  int rc = run_host(h, error);
-  if (!error.empty()) {
-    std::string msg = "ERR " + error + "\n";
+  auto failed = run_host(h);
+  if (failed && !failed->text.empty()) {
+    std::string msg = "ERR " + failed->text + "\n";
     (void)!write(wfd, msg.data(), msg.size());
-    print_error(error);
+    print_error(failed->text);
   }
-  _exit(rc);
+  _exit(failed ? exit_code_of(*failed) : exit_code::ok);
 }
 
 /// The caller of --daemon: what the child reported, as shell assignments or an error.
@@ -228,7 +226,8 @@ int report_daemon(int rfd, pid_t pid, const std::string& log) {
   print_error(text);
   int st = 0;
   waitpid(pid, &st, 0);
-  return WIFEXITED(st) && WEXITSTATUS(st) != exit_code::ok ? WEXITSTATUS(st) : exit_code::unreachable;
+  // The child's code was chosen from its error's kind; one that died without one could not listen.
+  return WIFEXITED(st) && WEXITSTATUS(st) != exit_code::ok ? WEXITSTATUS(st) : exit_code_of(error_kind::cannot_listen);
 }
 
 /// --daemon: the child reports "OK addr" or "ERR text" through a pipe, then detaches.
@@ -236,13 +235,11 @@ int serve_detached(const serve_options& o, host_options& h) {
   std::string log = o.log_file.value_or(default_log_file());
   int fds[2];
   if (pipe(fds) != 0) {
-    print_error("cannot create a pipe for --daemon");
-    return exit_code::protocol;
+    return fail({error_kind::internal, "cannot create a pipe for --daemon"});
   }
   pid_t pid = fork();
   if (pid < 0) {
-    print_error("cannot fork for --daemon");
-    return exit_code::protocol;
+    return fail({error_kind::internal, "cannot fork for --daemon"});
   }
   if (pid == 0) {
     close(fds[0]);
@@ -322,10 +319,7 @@ int store_settings(const serve_options& o, host_options& h) {
   files.ca = o.store_ca.value_or("");
   files.cert = o.store_cert.value_or("");
   files.key = o.store_key.value_or("");
-  if (int rc = store::read_tls_files(files, error); rc != exit_code::ok) {
-    print_error(error);
-    return rc;
-  }
+  if (auto e = store::read_tls_files(files)) return fail(*e);
   h.store = std::move(at);
   h.store_ca = files.ca;
   h.store_cert = files.cert;
@@ -344,10 +338,7 @@ int store_settings(const serve_options& o, host_options& h) {
       print_error("--store-user is empty: give the etcd user whose role may read and write the job's prefix");
       return exit_code::usage;
     }
-    if (int rc = store::read_password_file(*o.store_password_file, h.store_password, error); rc != exit_code::ok) {
-      print_error(error);
-      return rc;
-    }
+    if (auto e = store::read_password_file(*o.store_password_file, h.store_password)) return fail(*e);
     h.store_user = *o.store_user;
   }
   h.store_lease = o.store_lease;

@@ -203,7 +203,7 @@ int run_watch(const status_options& o, const proto::status_req& req, const std::
   if (tty) h.resized = [&] { draw(); };
   outcome out = c.watch(req, *o.watch, h);
   if (term) term->leave();
-  if (out.exit_code == exit_code::interrupted_int || out.exit_code == exit_code::interrupted_term)
+  if (out.cause == error_kind::interrupted_int || out.cause == error_kind::interrupted_term)
     return exit_code::ok;
   return finish(out, o.common.quiet);
 }
@@ -225,7 +225,7 @@ int run_status(const status_options& o) {
   common_options common = o.common;
   if (!common.connect_timeout) common.connect_timeout = std::chrono::seconds(10);
   auto conn = connection(*s, common);
-  if (!client_secret(o.common, conn)) return exit_code::auth;
+  if (auto e = client_secret(o.common, conn)) return fail(*e);
   auto c = make_tcp_coordinator(std::move(conn));
   if (o.watch) {
     req.detail = false;

@@ -104,7 +104,7 @@ int run_wait(const wait_cmd_options& o) {
     wo.on_progress = [&printer](const progress& p) { printer(p); };
   }
   auto conn = connection(*s, o.common);
-  if (!client_secret(o.common, conn)) return exit_code::auth;
+  if (auto e = client_secret(o.common, conn)) return fail(*e);
   auto c = make_tcp_coordinator(std::move(conn));
   outcome out = c->wait(a, wo);
   printer.clear();
