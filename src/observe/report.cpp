@@ -386,9 +386,11 @@ std::string heatmap(const std::vector<hist::round_view>& rounds, std::size_t wid
   const char* const* shades = utf8 ? shades_u : shades_a;
   const char* absent = utf8 ? "·" : "-";
   auto level = [&](double v) {
-    if (top <= 0) return 0;
-    int l = static_cast<int>(std::ceil(v / top * 4));
-    return std::clamp(l, 0, 4);
+    if (!(top > 0)) return 0;
+    // Clipped before the cast: the scale's top is the 99th percentile, and a
+    // cell far past it overflowed the int (UBSan, the client fuzz target).
+    double l = std::ceil(std::min(v / top, 1.0) * 4);
+    return l > 0 ? static_cast<int>(l) : 0;
   };
   std::string out = fmt::format("Arrival lateness, rounds (rows{}) by ranks (columns): {}\n",
                                 rows.size() < rounds.size()

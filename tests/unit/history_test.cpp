@@ -554,6 +554,33 @@ TEST(Report, HeatmapFitsTheWidthInUtf8AndAscii) {
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
 }
 
+// A cell far past the scale's top (the 99th percentile) is drawn in the top
+// shade. Its level was cast to int before it was clipped: 4e9 ms over a 1 ms
+// scale overflowed (UBSan, found by the client fuzz target), and the cell
+// came out blank on x86.
+TEST(Report, HeatmapDrawsACellFarPastTheScaleInTheTopShade) {
+  hist::history h;
+  for (std::uint64_t g = 1; g <= 20; ++g) {
+    round_record r = make_round(g, 16, 3, 0);
+    for (auto& a : r.arrivals) a.at = 1000 + (a.rank == 5u ? 1 : 0);  // rank 5 always 1 ms late
+    if (g == 7) r.arrivals[3].at = 1000 + 4'000'000'000LL;            // and rank 3 once, by 46 days
+    r.ended = r.arrivals[3].at;
+    h.add(r, 0);
+  }
+  std::vector<hist::round_view> rounds;
+  h.each([&](const hist::round_view& r) { rounds.push_back(r); });
+  std::string m = report::heatmap(rounds, 80, false);
+  std::size_t top = 0, pos = 0;
+  while (pos < m.size()) {
+    std::size_t nl = m.find('\n', pos);
+    std::string line = m.substr(pos, nl - pos);
+    if (auto bar = line.find(" |"); bar != std::string::npos && line.find("legend") == std::string::npos)
+      top += static_cast<std::size_t>(std::count(line.begin() + static_cast<std::ptrdiff_t>(bar), line.end(), '#'));
+    pos = nl + 1;
+  }
+  EXPECT_EQ(top, 21u) << m;
+}
+
 // With 8 ranks the picture was 520 px wide and cut its own title and the
 // legend's last entries (seen in rsvg-convert's PNG).
 TEST(Report, SvgOfFewRanksIsWideEnoughForTitleAndLegend) {
