@@ -298,7 +298,6 @@ void barrier_set::complete(barrier& b, millis now, output& out) {
   } else {
     if (r.v == verdict::none) r.v = verdict::continue_;
     release(b, r, now, out);
-    retire(std::move(r), out);
   }
   b.open = round{};
   b.open.gen = next;
@@ -398,6 +397,7 @@ void barrier_set::release(barrier& b, round& r, millis now, output& out) {
   for (conn_id c : want_count)
     if (out.wanted(c)) out.sends.push_back({c, proto::release{b.name, r.gen, r.v, delivered, r.message}});
   out.events.push_back(ev::released{round_of(b, r.gen), *r.n, r.v, r.message});
+  retire(std::move(r), out);
 }
 
 void barrier_set::deliver_verdict(barrier& b, round& r, verdict v, const std::string& message,
@@ -449,7 +449,6 @@ void barrier_set::decide(conn_id c, const proto::decide& d, const peer_info& p, 
     if (r.v != verdict::none) continue;
     deliver_verdict(b, r, d.v, d.message, by, d.id, c, d.wait, out);
     release(b, r, now, out);
-    retire(std::move(r), out);
     b.gathered.erase(it);
     return;
   }
@@ -500,7 +499,6 @@ void barrier_set::decide_as_member(conn_id c, location at, const proto::decide& 
   deliver_verdict(b, r, d.v, d.message, by, m->id, c, false, out);
   r.decider_ids.pop_back();  // the chief's own id is a member's, already remembered
   release(b, r, now, out);
-  retire(std::move(r), out);
   b.gathered.erase(g);
 }
 

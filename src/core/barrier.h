@@ -270,6 +270,8 @@ class barrier_set {
   round* find_round(barrier& b, std::uint64_t gen);
   static void first_arrival(round& r, millis now);
   void complete(barrier& b, millis now, output& out);
+  /// Releases r and takes it: what is left of it goes to out.retired, and the
+  /// caller drops the emptied round (b.open reset, or erased from b.gathered).
   void release(barrier& b, round& r, millis now, output& out);
   /// Aborts barrier b's rounds (ABORT, a chief gone while deciding, a decide deadline); returns who was told.
   std::uint32_t abort_barrier(barrier& b, const std::string& reason, millis now, output& out);
